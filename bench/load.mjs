@@ -1,0 +1,64 @@
+// The load generator, run as its own process: one autocannon scenario for a fixed time at a fixed concurrency.
+// Input: one JSON argument; output: one JSON line with the figures.
+import { readFileSync } from 'node:fs'
+import autocannon from 'autocannon'
+
+const input = JSON.parse(process.argv[2])
+const { url, scenario, duration, connections, adminToken, password } = input
+const users = readFileSync(input.tokensFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((u) => u.status === 'ACTIVE')
+let nextUser = 0
+const pick = () => users[nextUser++ % users.length]
+const random = () => users[Math.floor(Math.random() * users.length)]
+const bearer = (u) => ({ authorization: `Bearer ${u.token}` })
+const json = { 'content-type': 'application/json' }
+
+/** A request made as the connection's own user: autocannon keeps one context per connection. */
+const asOwnUser = (build) => [{
+  setupRequest: (req, context) => {
+    context.user ??= pick()
+    const own = build(context.user, context)
+    return { ...req, ...own, headers: { ...bearer(context.user), ...(own.headers ?? {}) } }
+  }
+}]
+
+const scenarios = {
+  // 1. each connection reads itself with its own token: the hot path
+  'self-read': { requests: asOwnUser((u) => ({ method: 'GET', path: `/users/${u.id}` })) },
+  // 2. admin: name prefix filter (a prefix matching about ten users)
+  'name-prefix': {
+    headers: { authorization: `Bearer ${adminToken}` },
+    requests: [{ setupRequest: (r) => ({ ...r, method: 'GET', path: `/users?name=${encodeURIComponent(random().name.toLowerCase().slice(0, -1))}*` }) }]
+  },
+  // 3. admin: exact address filter
+  'email-filter': {
+    headers: { authorization: `Bearer ${adminToken}` },
+    requests: [{ setupRequest: (r) => ({ ...r, method: 'GET', path: `/users?email=${encodeURIComponent(random().email.toUpperCase())}` }) }]
+  },
+  // 4. each connection lists its own addresses
+  'own-emails': { requests: asOwnUser((u) => ({ method: 'GET', path: `/users/${u.id}/emails` })) },
+  // 5. each connection renames itself (JSON key path)
+  'rename': {
+    requests: asOwnUser((u, context) => {
+      context.n = (context.n ?? 0) + 1
+      return { method: 'PUT', path: `/users/${u.id}/name`, headers: json, body: JSON.stringify({ name: `Renamed ${u.id} ${context.n}` }) }
+    })
+  },
+  // 6. logins: bounded by argon2id by design
+  'login': {
+    requests: [{ setupRequest: (r) => { const u = random(); return { ...r, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify({ email: u.email, password }) } } }]
+  }
+}
+
+const options = scenarios[scenario]
+if (!options) throw new Error(`unknown scenario ${scenario}`)
+const result = await autocannon({ url, duration, connections, ...options })
+process.stdout.write(JSON.stringify({
+  scenario,
+  rps: result.requests.average,
+  p50: result.latency.p50,
+  p99: result.latency.p99,
+  errors: result.errors,
+  timeouts: result.timeouts,
+  non2xx: result.non2xx,
+  total: result.requests.total
+}) + '\n')

@@ -1,0 +1,227 @@
+// npm run bench [-- --users 20000 --duration 10 --connections 50 --reuse --scenarios self-read,login]
+//
+// Seeds MySQL/MariaDB (a database of its own, `roster_bench` by default), starts the built service and the bare
+// node:http + mysql2 baseline, warms both up, then runs each autocannon scenario in a separate process for a fixed
+// time at a fixed concurrency. Prints requests/s, p50, p99, errors, non-2xx and the service's peak RSS per
+// scenario, Roster's scenario-1 throughput and p99 as ratios of the baseline's, and the EXPLAIN of the collection
+// queries. Writes everything to bench/results/latest.json.
+import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { cpus, totalmem } from 'node:os'
+import { parseArgs } from 'node:util'
+import { CompiledQuery } from 'kysely'
+import { createConnection } from 'mysql2/promise'
+import { createDatabase } from '../src/database.js'
+import { tokenHash } from '../src/lib/secrets.js'
+import { callerQuery } from '../src/repositories/tokens.js'
+import { listUsersQuery } from '../src/repositories/users.js'
+import { seed, type SeededUser } from '../scripts/seed.js'
+
+const { values: args } = parseArgs({
+  options: {
+    users: { type: 'string', default: '20000' },
+    duration: { type: 'string', default: '10' },
+    connections: { type: 'string', default: '50' },
+    'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' },
+    database: { type: 'string', default: 'roster_bench' },
+    reuse: { type: 'boolean', default: false },
+    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,login' },
+    'log-level': { type: 'string', default: 'info' },
+    'node-options': { type: 'string', default: '' }
+  }
+})
+
+const USERS = Number(args.users)
+const DURATION = Number(args.duration)
+const CONNECTIONS = Number(args.connections)
+const SERVER = args['mysql-url']!.replace(/\/+$/, '')
+const DATABASE_URL = `${SERVER}/${args.database}`
+const RESULTS = 'bench/results'
+const TOKENS = `${RESULTS}/tokens.jsonl`
+const PASSWORD = 'seed-password-1'
+const ADMIN = { email: 'bench-admin@example.com', password: 'bench-admin-password' }
+const ROSTER_PORT = 3301
+const BASELINE_PORT = 3302
+
+const log = (line: string) => console.log(`# ${line}`)
+
+async function prepareDatabase(): Promise<void> {
+  const conn = await createConnection(SERVER)
+  try {
+    if (args.reuse && existsSync(TOKENS)) {
+      const [rows] = await conn.query(`select count(*) as n from \`${args.database}\`.users`).catch(() => [[{ n: -1 }]]) as unknown as [Array<{ n: number }>]
+      if (Number(rows[0]?.n) >= USERS) return log(`reusing ${args.database} (${rows[0]?.n} users)`)
+    }
+    await conn.query(`drop database if exists \`${args.database}\``)
+    await conn.query(`create database \`${args.database}\` character set utf8mb4`)
+  } finally {
+    await conn.end()
+  }
+  log(`seeding ${USERS} users into ${args.database}`)
+  const result = await seed({ url: DATABASE_URL, users: USERS, tokensFile: TOKENS, password: PASSWORD, log: (l) => log(l) })
+  log(`seeded ${result.users} users, ${result.emails} addresses in ${(result.ms / 1000).toFixed(1)} s`)
+}
+
+async function waitFor(url: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    try {
+      if ((await fetch(url)).status < 500) return
+    } catch { /* not up yet */ }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`${url} did not come up`)
+}
+
+/** The node flags and script of `npm start`, so the benchmark measures exactly what production runs. */
+function startCommand(): string[] {
+  const start: string = JSON.parse(readFileSync('package.json', 'utf8')).scripts.start
+  const [node, ...rest] = start.trim().split(/\s+/)
+  if (node !== 'node') throw new Error(`unexpected start script: ${start}`)
+  return rest
+}
+
+function startRoster(): ChildProcess {
+  return spawn(process.execPath, startCommand(), {
+    env: {
+      ...process.env, DATABASE_URL, PORT: String(ROSTER_PORT), HOST: '127.0.0.1', LOG_LEVEL: args['log-level'],
+      ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, DB_POOL_SIZE: '10', NODE_ENV: 'production',
+      // The limiter runs (its cost is measured) but the load generator's few callers never reach it.
+      RATE_LIMIT_MAX: '100000000', LOGIN_MAX_FAILURES_PER_CLIENT: '100000',
+      NODE_OPTIONS: args['node-options']
+    },
+    stdio: ['ignore', 'ignore', 'inherit']
+  })
+}
+
+function startBaseline(): ChildProcess {
+  return fork('bench/baseline.mjs', [], {
+    env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(BASELINE_PORT), POOL_SIZE: '10' },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc']
+  })
+}
+
+function memoryKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
+  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0)
+}
+
+interface Figures { scenario: string; rps: number; p50: number; p99: number; errors: number; timeouts: number; non2xx: number; total: number }
+
+/** Runs one scenario in its own process while sampling the server's resident memory. */
+async function load(target: { url: string; pid: number }, scenario: string, duration: number, adminToken: string): Promise<Figures & { peakRssMb: number }> {
+  let peak = 0
+  const sampler = setInterval(() => { peak = Math.max(peak, memoryKb(target.pid, 'VmRSS')) }, 100)
+  const input = JSON.stringify({ url: target.url, scenario, duration, connections: CONNECTIONS, adminToken, password: PASSWORD, tokensFile: TOKENS })
+  const output = await new Promise<string>((resolve, reject) => {
+    const child = spawn(process.execPath, ['bench/load.mjs', input], { stdio: ['ignore', 'pipe', 'inherit'] })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`load ${scenario} exited ${code}`))))
+  })
+  clearInterval(sampler)
+  peak = Math.max(peak, memoryKb(target.pid, 'VmRSS'))
+  return { ...JSON.parse(output.trim().split('\n').pop()!), peakRssMb: Math.round(peak / 1024) }
+}
+
+async function explain(sample: SeededUser, narrow: SeededUser): Promise<Array<{ query: string; plan: Array<Record<string, unknown>>; fullScan: boolean }>> {
+  const { db } = createDatabase({ url: DATABASE_URL })
+  const deep = Math.max(0, USERS - 100)
+  const queries = {
+    'first page': listUsersQuery(db, {}, 0, 50),
+    [`deep page (after id ${deep})`]: listUsersQuery(db, {}, deep, 50),
+    [`name prefix, narrow ("${narrow.name.toLowerCase().slice(0, -1)}*")`]: listUsersQuery(db, { name: { mode: 'prefix', text: narrow.name.toLowerCase().slice(0, -1) } }, 0, 50),
+    [`name prefix, broad ("${sample.name.toLowerCase().replace(/\d+$/, '')}*")`]: listUsersQuery(db, { name: { mode: 'prefix', text: sample.name.toLowerCase().replace(/\d+$/, '') } }, 0, 50),
+    'email filter': listUsersQuery(db, { email: sample.email }, 0, 50),
+    'status filter': listUsersQuery(db, { status: 'BANNED' }, 0, 50),
+    'token lookup (every request)': callerQuery(db, tokenHash(sample.token), Date.now())
+  }
+  const out = []
+  try {
+    for (const [name, query] of Object.entries(queries)) {
+      const compiled = query.compile()
+      const result = await db.executeQuery<Record<string, unknown>>(CompiledQuery.raw(`explain ${compiled.sql}`, [...compiled.parameters]))
+      const plan = result.rows.map((r) => ({ table: r.table, type: r.type, key: r.key, rows: r.rows, Extra: r.Extra }))
+      out.push({ query: name, plan, fullScan: plan.some((p) => p.type === 'ALL' || p.type === 'index') })
+    }
+  } finally {
+    await db.destroy()
+  }
+  return out
+}
+
+const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
+
+async function main() {
+  mkdirSync(RESULTS, { recursive: true })
+  log('building the service (npm run build)')
+  execFileSync('npm', ['run', '-s', 'build'], { stdio: 'inherit' })
+  await prepareDatabase()
+
+  const roster = startRoster()
+  const baseline = startBaseline()
+  const stop = () => { roster.kill('SIGTERM'); baseline.kill('SIGTERM') }
+  process.on('exit', stop)
+  try {
+    await waitFor(`http://127.0.0.1:${ROSTER_PORT}/health/ready`)
+    await waitFor(`http://127.0.0.1:${BASELINE_PORT}/`)
+    const login = await fetch(`http://127.0.0.1:${ROSTER_PORT}/auth/tokens`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
+    })
+    const adminToken = ((await login.json()) as { token: string }).token
+    const rosterTarget = { url: `http://127.0.0.1:${ROSTER_PORT}`, pid: roster.pid! }
+    const baselineTarget = { url: `http://127.0.0.1:${BASELINE_PORT}`, pid: baseline.pid! }
+
+    if (args.scenarios) {
+      log('warming up (3 s each)')
+      await load(baselineTarget, 'self-read', 3, adminToken)
+      await load(rosterTarget, 'self-read', 3, adminToken)
+    }
+
+    const rows: Array<Figures & { peakRssMb: number; target: string }> = []
+    for (const scenario of args.scenarios!.split(',').filter(Boolean)) {
+      if (scenario === 'self-read') {
+        log(`baseline: ${scenario}, ${DURATION} s at ${CONNECTIONS} connections`)
+        rows.push({ target: 'baseline', ...(await load(baselineTarget, scenario, DURATION, adminToken)) })
+      }
+      log(`roster: ${scenario}, ${DURATION} s at ${CONNECTIONS} connections`)
+      rows.push({ target: 'roster', ...(await load(rosterTarget, scenario, DURATION, adminToken)) })
+    }
+    const peakRssMb = Math.round(memoryKb(roster.pid!, 'VmHWM') / 1024)
+
+    const seeded = readFileSync(TOKENS, 'utf8').split('\n', 2000).filter(Boolean).map((l) => JSON.parse(l) as SeededUser)
+    const active = seeded.filter((u) => u.status === 'ACTIVE')
+    const plans = await explain(active[0]!, active[active.length - 1]!)
+
+    console.log(`\n## Roster benchmark: ${USERS} users, ${DURATION} s per scenario, ${CONNECTIONS} connections, LOG_LEVEL=${args['log-level']}`)
+    console.log(`Roster runs as: node ${startCommand().join(' ')}${args['node-options'] ? ` (NODE_OPTIONS=${args['node-options']})` : ''}`)
+    console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}\n`)
+    console.log('| target | scenario | req/s | p50 ms | p99 ms | errors | timeouts | non-2xx | peak RSS MB |')
+    console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|')
+    for (const r of rows) {
+      console.log(`| ${r.target} | ${r.scenario} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.timeouts} | ${r.non2xx} | ${r.peakRssMb} |`)
+    }
+    const base = rows.find((r) => r.target === 'baseline')
+    const ours = rows.find((r) => r.target === 'roster' && r.scenario === 'self-read')
+    let ratios
+    if (base && ours) {
+      ratios = { throughput: ours.rps / base.rps, p99: ours.p99 / Math.max(base.p99, 1) }
+      console.log(`\nScenario 1 (self-read) against the baseline: throughput ${fmt(ratios.throughput, 2)}× (target ≥ 0.90), ` +
+        `p99 ${fmt(ratios.p99, 2)}× (target ≤ 1.20); Roster peak RSS ${peakRssMb} MB over the whole run (target < 150 MB)`)
+    }
+    console.log('\n### Query plans (EXPLAIN)\n')
+    for (const p of plans) {
+      console.log(`- ${p.query}: ${p.plan.map((r) => `${r.table} ${r.type} via ${r.key ?? '-'} (~${r.rows} rows${r.Extra ? `; ${r.Extra}` : ''})`).join(' → ')}${p.fullScan ? '  **FULL SCAN**' : ''}`)
+    }
+    writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({
+      at: new Date().toISOString(), users: USERS, duration: DURATION, connections: CONNECTIONS, logLevel: args['log-level'],
+      machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
+      rows, ratios, peakRssMb, plans
+    }, null, 2))
+    log(`figures in ${RESULTS}/latest.json`)
+  } finally {
+    stop()
+  }
+}
+
+await main()
+process.exit(0)

@@ -1,0 +1,44 @@
+import { Type, type Static } from '@sinclair/typebox'
+
+const Bool = (def: boolean, description: string) => Type.Boolean({ default: def, description })
+const Int = (min: number, max: number, def: number, description: string) =>
+  Type.Integer({ minimum: min, maximum: max, default: def, description })
+
+/** Every environment variable the service reads. The loader converts strings, applies defaults and rejects the rest. */
+export const Config = Type.Object(
+  {
+    PORT: Int(0, 65535, 3000, 'TCP port to listen on'),
+    HOST: Type.String({ default: '127.0.0.1', minLength: 1, description: 'Interface to listen on' }),
+    DATABASE_URL: Type.Optional(Type.String({
+      pattern: '^(mysql://.+|sqlite:.+)$',
+      description: 'mysql://user:pass@host:3306/db, sqlite:///abs/path, sqlite:relative/path or sqlite::memory:'
+    })),
+    PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$', description: 'Makes every href absolute' })),
+    ADMIN_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', maxLength: 254 })),
+    ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 8, maxLength: 256 })),
+    SIGNUP_OPEN: Bool(true, 'Anyone may POST /users; when false only admins may'),
+    REQUIRE_EMAIL: Bool(true, 'Refuse to remove the last address of a user'),
+    MAX_EMAILS_PER_USER: Int(1, 1000, 10, 'Addresses a user may hold'),
+    TOKEN_TTL_SECONDS: Int(60, 31_536_000, 86_400, 'Bearer token lifetime'),
+    LOG_LEVEL: Type.Union(
+      ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+      { default: 'info' }
+    ),
+    DB_POOL_SIZE: Int(1, 500, 10, 'MySQL connections in the pool'),
+    DB_QUEUE_LIMIT: Int(1, 100_000, 1000, 'Requests that may wait for a MySQL connection before 503'),
+    MIGRATE_ON_START: Bool(true, 'Apply pending migrations when the service starts'),
+    BODY_LIMIT: Int(1024, 1_048_576, 16_384, 'Largest accepted request body in bytes'),
+    TRUST_PROXY: Type.Optional(Type.String({ minLength: 1, description: 'Address or CIDR list of the reverse proxy' })),
+    RATE_LIMIT_MAX: Int(1, 100_000_000, 1200, 'Requests per caller (user, else client address) per window'),
+    RATE_LIMIT_WINDOW_SECONDS: Int(1, 86_400, 60, 'Window of the general rate limit'),
+    RATE_LIMIT_REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+', description: 'Share rate limits and login throttling through Redis' })),
+    REDIS_KEY_PREFIX: Type.String({ default: 'roster:', minLength: 1, maxLength: 64, description: 'Prefix of every Redis key' }),
+    LOGIN_MAX_FAILURES: Int(1, 1000, 5, 'Failed logins per account per window before 429'),
+    LOGIN_MAX_FAILURES_PER_CLIENT: Int(1, 100_000, 30, 'Failed logins per client address per window before 429'),
+    LOGIN_WINDOW_SECONDS: Int(1, 86_400, 900, 'Window of the failed-login counters'),
+    MAX_EVENT_LOOP_DELAY_MS: Int(0, 60_000, 1000, 'Answer 503 while the event loop lags more than this (0: never)')
+  },
+  { additionalProperties: false }
+)
+export type Config = Static<typeof Config>
+export type ConfigKey = keyof Config

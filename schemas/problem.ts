@@ -1,0 +1,38 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { stringEnum } from './ref.js'
+
+const ERROR_CODES = [
+  'VALIDATION_FAILED', 'INVALID_FILTER', 'INVALID_CURSOR',
+  'UNAUTHENTICATED', 'FORBIDDEN', 'INVALID_CREDENTIALS', 'USER_BANNED', 'EMAIL_REQUIRED',
+  'NOT_FOUND', 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND',
+  'EMAIL_TAKEN', 'EMAIL_LIMIT',
+  'PRECONDITION_FAILED', 'PAYLOAD_TOO_LARGE', 'UNSUPPORTED_MEDIA_TYPE', 'RATE_LIMITED',
+  'INTERNAL', 'UNAVAILABLE'
+] as const
+
+/** Every machine-readable error code of the contract, as a string enum SDKs can switch on. */
+export const ErrorCode = stringEnum(ERROR_CODES, { $id: 'ErrorCode', description: 'Machine-readable error code' })
+export type ErrorCode = Static<typeof ErrorCode>
+
+export const FieldError = Type.Object(
+  {
+    path: Type.String({ description: 'JSON pointer to the offending value within `in`' }),
+    in: Type.Optional(stringEnum(['body', 'query', 'path', 'header'])),
+    message: Type.String()
+  },
+  { $id: 'FieldError' }
+)
+
+/** RFC 9457 problem details, with the contract's `code`. */
+export const Problem = Type.Object(
+  {
+    type: Type.String({ default: 'about:blank' }),
+    title: Type.String(),
+    status: Type.Integer({ minimum: 400, maximum: 599 }),
+    code: Type.Unsafe<ErrorCode>({ $ref: 'ErrorCode' }),
+    detail: Type.Optional(Type.String()),
+    errors: Type.Optional(Type.Array(Type.Unsafe<Static<typeof FieldError>>({ $ref: 'FieldError' })))
+  },
+  { $id: 'Problem', description: 'RFC 9457 problem details' }
+)
+export type Problem = Static<typeof Problem>

@@ -1,0 +1,63 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { Address, Href, Id, Name, Password, Timestamp } from './common.js'
+import { ref, stringEnum } from './ref.js'
+
+export const UserStatus = stringEnum(['ACTIVE', 'BANNED'], { $id: 'UserStatus', description: 'BANNED users get no token and their tokens stop working' })
+export type UserStatus = Static<typeof UserStatus>
+
+export const UserRole = stringEnum(['user', 'admin'], { $id: 'UserRole', description: 'Admins may read and change every user' })
+export type UserRole = Static<typeof UserRole>
+
+export const User = Type.Object(
+  {
+    id: Id,
+    href: Href,
+    name: Type.String(),
+    email: Type.Union([Type.String(), Type.Null()], { description: 'Primary address, or null when the user has none' }),
+    status: ref(UserStatus),
+    role: ref(UserRole),
+    created_at: Timestamp,
+    updated_at: Timestamp
+  },
+  { $id: 'User', additionalProperties: false }
+)
+export type User = Static<typeof User>
+
+export const UserCollection = Type.Object(
+  {
+    href: Href,
+    items: Type.Array(ref(User)),
+    next: Type.Union([Type.String(), Type.Null()], { description: 'Link to the next page, null on the last' })
+  },
+  { $id: 'UserCollection', additionalProperties: false }
+)
+export type UserCollection = Static<typeof UserCollection>
+
+export const NewUser = Type.Object(
+  {
+    name: Name,
+    email: Address,
+    password: Password,
+    role: Type.Optional(ref(UserRole)),
+    status: Type.Optional(ref(UserStatus))
+  },
+  { $id: 'NewUser', additionalProperties: false }
+)
+export type NewUser = Static<typeof NewUser>
+
+export const MAX_ID_FILTER = 100
+
+export const UserQuery = Type.Object(
+  {
+    id: Type.Optional(Type.Array(Id, { maxItems: MAX_ID_FILTER, description: 'Repeatable: ?id=1&id=5' })),
+    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 202, description: '`ada`, `ada*`, `*ada` or `*ada*`, case-insensitive' })),
+    status: Type.Optional(ref(UserStatus)),
+    limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 }))
+  },
+  { additionalProperties: false }
+)
+export type UserQuery = Static<typeof UserQuery>
+
+export const EmailParam = Type.Object({ email: Type.String({ minLength: 1, maxLength: 254 }) }, { additionalProperties: false })

@@ -1,0 +1,113 @@
+// Fills a database directly (batched inserts, not the API): N users with one to three addresses each, a spread of
+// names and statuses, and one valid token per user written to a file for the load generator.
+//
+//   npm run db:seed -- --users 100000 [--tokens bench/results/tokens.jsonl] [--password seed-password-1]
+//
+// Targets DATABASE_URL (the embedded SQLite file when unset); migrates first. Users are added after existing ones.
+import { createWriteStream } from 'node:fs'
+import { mkdir } from 'node:fs/promises'
+import { dirname } from 'node:path'
+import { parseArgs } from 'node:util'
+import { sql, type Insertable } from 'kysely'
+import type { EmailsTable, TokensTable, UsersTable } from '../db/types.js'
+import { loadConfig } from '../src/config.js'
+import { createDatabase, migrateToLatest } from '../src/database.js'
+import { hashPassword, newToken } from '../src/lib/secrets.js'
+import { nameSearchKey, normalizeAddress } from '../src/lib/text.js'
+
+const FIRST = ['Ada', 'Grace', 'Alan', 'Edsger', 'Barbara', 'Donald', 'Margaret', 'Ken', 'Dennis', 'Radia', 'Leslie',
+  'Frances', 'John', 'Katherine', 'Linus', 'Sophie', 'Tim', 'Hedy', 'Claude', 'Niklaus', 'Annie', 'Bjarne', 'Guido', 'Yukihiro']
+const LAST = ['Lovelace', 'Hopper', 'Turing', 'Dijkstra', 'Liskov', 'Knuth', 'Hamilton', 'Thompson', 'Ritchie', 'Perlman',
+  'Lamport', 'Allen', 'McCarthy', 'Johnson', 'Torvalds', 'Wilson', 'Berners-Lee', 'Lamarr', 'Shannon', 'Wirth', 'Easley', 'Stroustrup']
+
+export interface SeedOptions {
+  url?: string | undefined
+  users: number
+  tokensFile: string
+  password: string
+  ttlSeconds?: number
+  log?: (line: string) => void
+}
+
+export interface SeededUser { id: number; token: string; email: string; name: string; status: 'ACTIVE' | 'BANNED' }
+
+/** Seeds the database and writes one JSON line per user ({ id, token, email, name, status }) to the tokens file. */
+export async function seed(options: SeedOptions): Promise<{ users: number; emails: number; ms: number }> {
+  const log = options.log ?? (() => {})
+  const started = Date.now()
+  const { db, dialect } = createDatabase({ url: options.url, poolSize: 4 })
+  await mkdir(dirname(options.tokensFile), { recursive: true })
+  const out = createWriteStream(options.tokensFile)
+  let emails = 0
+  try {
+    await migrateToLatest(db)
+    const passwordHash = await hashPassword(options.password)
+    const max = await db.selectFrom('users').select((eb) => eb.fn.max('id').as('m')).executeTakeFirst()
+    let nextId = Number(max?.m ?? 0) + 1
+    const maxEmail = await db.selectFrom('emails').select((eb) => eb.fn.max('id').as('m')).executeTakeFirst()
+    let nextEmailId = Number(maxEmail?.m ?? 0) + 1
+    const batch = dialect === 'mysql' ? 2000 : 5000
+    const now = Date.now()
+    const expires = now + (options.ttlSeconds ?? 7 * 86_400) * 1000
+    const tag = now.toString(36)
+
+    for (let done = 0; done < options.users; done += batch) {
+      const size = Math.min(batch, options.users - done)
+      const users: Array<Insertable<UsersTable> & { id: number }> = []
+      const rows: Array<Insertable<EmailsTable> & { id: number }> = []
+      const tokens: Array<Insertable<TokensTable>> = []
+      const lines: string[] = []
+      for (let i = 0; i < size; i++) {
+        const id = nextId++
+        const name = `${FIRST[id % FIRST.length]} ${LAST[Math.floor(id / FIRST.length) % LAST.length]} ${id}`
+        users.push({
+          id, name, name_search: nameSearchKey(name), password_hash: passwordHash,
+          status: id % 20 === 0 ? 'BANNED' : 'ACTIVE', role: 'user',
+          version: 1, created_at: now, updated_at: now
+        })
+        const count = 1 + (id % 3)
+        let primaryAddress = ''
+        for (let k = 0; k < count; k++) {
+          const address = `${k === 0 ? '' : `alt${k}.`}user${id}.${tag}@example.com`
+          if (k === 0) primaryAddress = address
+          rows.push({
+            id: nextEmailId++, user_id: id, address, address_norm: normalizeAddress(address),
+            primary_user_id: k === 0 ? id : null, version: 1, created_at: now + k, updated_at: now + k
+          })
+        }
+        const { token, hash } = newToken()
+        tokens.push({ token_hash: hash, user_id: id, created_at: now, expires_at: expires })
+        lines.push(JSON.stringify({ id, token, email: primaryAddress, name, status: users[users.length - 1]!.status }))
+      }
+      await db.transaction().execute(async (trx) => {
+        await trx.insertInto('users').values(users).execute()
+        await trx.insertInto('emails').values(rows).execute()
+        await trx.insertInto('tokens').values(tokens).execute()
+      })
+      emails += rows.length
+      if (!out.write(lines.join('\n') + '\n')) await new Promise<void>((r) => out.once('drain', () => r()))
+      if ((done / batch) % 50 === 0) log(`seeded ${done + size} / ${options.users} users`)
+    }
+    if (dialect === 'mysql') await sql`analyze table users, emails, tokens`.execute(db)
+    else await sql`analyze`.execute(db)
+  } finally {
+    await new Promise<void>((r) => out.end(() => r()))
+    await db.destroy()
+  }
+  return { users: options.users, emails, ms: Date.now() - started }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({
+    options: {
+      users: { type: 'string', default: '1000' },
+      tokens: { type: 'string', default: 'bench/results/tokens.jsonl' },
+      password: { type: 'string', default: 'seed-password-1' }
+    }
+  })
+  const users = Number(values.users)
+  if (!Number.isSafeInteger(users) || users < 1) throw new Error('--users takes a positive integer')
+  const config = loadConfig()
+  const result = await seed({ url: config.DATABASE_URL, users, tokensFile: values.tokens!, password: values.password!, log: console.log })
+  console.log(`seeded ${result.users} users and ${result.emails} addresses in ${result.ms} ms; tokens in ${values.tokens}`)
+}

@@ -1,0 +1,53 @@
+import { Value } from '@sinclair/typebox/value'
+import { Config } from '../schemas/config.js'
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+function convert(raw: string, schema: { type?: unknown }): unknown {
+  if (schema.type === 'boolean') {
+    if (/^(true|1|yes|on)$/i.test(raw)) return true
+    if (/^(false|0|no|off)$/i.test(raw)) return false
+    return raw
+  }
+  if (schema.type === 'integer') return /^\d+$/.test(raw) ? Number(raw) : raw
+  return raw
+}
+
+function describe(schema: Record<string, unknown>): string {
+  if (schema.type === 'boolean') return 'true or false'
+  if (schema.type === 'integer') return `an integer from ${schema.minimum} to ${schema.maximum}`
+  if (Array.isArray(schema.anyOf)) return `one of ${schema.anyOf.map((s: { const: string }) => s.const).join(', ')}`
+  if (schema.maxLength === 254) return 'an e-mail address'
+  if (schema.pattern) return `a value matching ${schema.pattern}`
+  if (typeof schema.minLength === 'number') return `at least ${schema.minLength} characters`
+  return 'a valid value'
+}
+
+/**
+ * Reads the service's configuration from an environment (process.env by default).
+ * Empty variables count as unset. Throws a ConfigError naming each bad variable and what it expected.
+ */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const input: Record<string, unknown> = {}
+  const problems: string[] = []
+  for (const [key, schema] of Object.entries(Config.properties)) {
+    const raw = env[key]
+    if (raw === undefined || raw.trim() === '') continue
+    input[key] = convert(raw.trim(), schema as { type?: unknown })
+  }
+  const withDefaults = Value.Default(Config, input) as Record<string, unknown>
+  for (const error of Value.Errors(Config, withDefaults)) {
+    const key = error.path.slice(1).split('/')[0] ?? ''
+    const schema = (Config.properties as Record<string, Record<string, unknown>>)[key]
+    if (!schema || problems.some((p) => p.startsWith(key + ' '))) continue
+    problems.push(`${key} must be ${describe(schema)} (got ${JSON.stringify(env[key])})`)
+  }
+  if (withDefaults.ADMIN_EMAIL !== undefined && withDefaults.ADMIN_PASSWORD === undefined) {
+    problems.push('ADMIN_PASSWORD must be set when ADMIN_EMAIL is')
+  }
+  if (problems.length > 0) throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`)
+  if (typeof withDefaults.PUBLIC_URL === 'string') withDefaults.PUBLIC_URL = withDefaults.PUBLIC_URL.replace(/\/+$/, '')
+  return withDefaults as Config
+}

@@ -1,0 +1,78 @@
+import type { Redis } from 'ioredis'
+
+/** Counts events per key over a fixed window that starts with the first event. */
+export interface WindowCounter {
+  /** Adds one event; returns the count in the current window and the milliseconds left in it. */
+  hit(key: string, windowMs: number): Promise<{ count: number; ttlMs: number }>
+  /** The current count without adding to it. */
+  peek(key: string): Promise<{ count: number; ttlMs: number }>
+  clear(key: string): Promise<void>
+  close(): void
+}
+
+/** In-process counters: right for a single instance. */
+export class MemoryCounter implements WindowCounter {
+  private readonly entries = new Map<string, { count: number; expires: number }>()
+  private readonly sweeper: NodeJS.Timeout
+
+  constructor(sweepEveryMs = 60_000) {
+    this.sweeper = setInterval(() => this.sweep(), sweepEveryMs)
+    this.sweeper.unref()
+  }
+
+  private sweep(now = Date.now()) {
+    for (const [key, entry] of this.entries) if (entry.expires <= now) this.entries.delete(key)
+  }
+
+  async hit(key: string, windowMs: number) {
+    const now = Date.now()
+    let entry = this.entries.get(key)
+    if (!entry || entry.expires <= now) {
+      entry = { count: 0, expires: now + windowMs }
+      this.entries.set(key, entry)
+    }
+    entry.count += 1
+    return { count: entry.count, ttlMs: entry.expires - now }
+  }
+
+  async peek(key: string) {
+    const now = Date.now()
+    const entry = this.entries.get(key)
+    return entry && entry.expires > now ? { count: entry.count, ttlMs: entry.expires - now } : { count: 0, ttlMs: 0 }
+  }
+
+  async clear(key: string) {
+    this.entries.delete(key)
+  }
+
+  close() {
+    clearInterval(this.sweeper)
+  }
+}
+
+const HIT = `local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return {n, redis.call('PTTL', KEYS[1])}`
+
+/** Counters in Redis: shared by every instance behind the same Redis. */
+export class RedisCounter implements WindowCounter {
+  constructor(private readonly redis: Redis, private readonly prefix: string) {}
+
+  async hit(key: string, windowMs: number) {
+    const [count, ttl] = await this.redis.eval(HIT, 1, this.prefix + key, String(windowMs)) as [number, number]
+    return { count, ttlMs: Math.max(ttl, 0) }
+  }
+
+  async peek(key: string) {
+    const replies = await this.redis.multi().get(this.prefix + key).pttl(this.prefix + key).exec()
+    const count = Number(replies?.[0]?.[1] ?? 0)
+    const ttl = Number(replies?.[1]?.[1] ?? 0)
+    return { count, ttlMs: Math.max(ttl, 0) }
+  }
+
+  async clear(key: string) {
+    await this.redis.del(this.prefix + key)
+  }
+
+  close() {}
+}

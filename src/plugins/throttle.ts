@@ -1,0 +1,92 @@
+import rateLimit from '@fastify/rate-limit'
+import type { FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { Redis } from 'ioredis'
+import { MemoryCounter, RedisCounter, type WindowCounter } from '../lib/counters.js'
+import { ApiError } from '../lib/errors.js'
+import { normalizeAddress } from '../lib/text.js'
+
+const tooMany = (ttlMs: number, detail: string) =>
+  new ApiError(429, 'RATE_LIMITED', detail, { headers: { 'retry-after': String(Math.max(1, Math.ceil(ttlMs / 1000))) } })
+
+/** Failed logins, counted per account and per client address. */
+export interface LoginGuard {
+  /** 429 while either counter is over its limit: checked before the password, so it costs no hashing. */
+  check(email: string, request: FastifyRequest): Promise<void>
+  failed(email: string, request: FastifyRequest): Promise<void>
+  succeeded(email: string): Promise<void>
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    loginGuard: LoginGuard
+  }
+}
+
+/**
+ * Abuse limits: a general rate limit per caller (the user once authenticated, else the client address) and a
+ * failed-login guard. In memory by default; shared through Redis when RATE_LIMIT_REDIS_URL is set. The client
+ * address is the socket's unless TRUST_PROXY names the proxy, so a forged X-Forwarded-For picks no fresh bucket.
+ */
+export default fp(async (app) => {
+  const config = app.config
+  let redis: Redis | undefined
+  if (config.RATE_LIMIT_REDIS_URL) {
+    redis = new Redis(config.RATE_LIMIT_REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: true, lazyConnect: true })
+    redis.on('error', (err) => app.log.warn({ err: err.message }, 'redis'))
+    await redis.connect()
+  }
+  const counter: WindowCounter = redis ? new RedisCounter(redis, `${config.REDIS_KEY_PREFIX}login:`) : new MemoryCounter()
+  app.addHook('onClose', async () => {
+    counter.close()
+    if (redis) await redis.quit().catch(() => redis?.disconnect())
+  })
+
+  await app.register(rateLimit, {
+    global: true,
+    hook: 'preHandler',
+    max: config.RATE_LIMIT_MAX,
+    timeWindow: config.RATE_LIMIT_WINDOW_SECONDS * 1000,
+    ...(redis ? { redis, nameSpace: `${config.REDIS_KEY_PREFIX}rl:` } : {}),
+    skipOnError: true, // an unreachable Redis must not take the API down with it
+    allowList: (request) => request.url.startsWith('/health/'),
+    keyGenerator: (request) => (request.caller ? `u${request.caller.id}` : `a${request.ip}`),
+    errorResponseBuilder: (_request, context) => tooMany(context.ttl, `Too many requests: at most ${context.max} per ${config.RATE_LIMIT_WINDOW_SECONDS} s`)
+  })
+
+  const windowMs = config.LOGIN_WINDOW_SECONDS * 1000
+  const accountKey = (email: string) => `acct:${normalizeAddress(email)}`
+  const clientKey = (request: FastifyRequest) => `addr:${request.ip}`
+  const safely = async <T>(what: string, fn: () => Promise<T>): Promise<T | undefined> => {
+    try {
+      return await fn()
+    } catch (err) {
+      app.log.warn({ err }, `login guard: ${what} failed`)
+      return undefined
+    }
+  }
+
+  app.decorate('loginGuard', {
+    async check(email, request) {
+      const [account, client] = await Promise.all([
+        safely('check', () => counter.peek(accountKey(email))),
+        safely('check', () => counter.peek(clientKey(request)))
+      ])
+      if (account && account.count >= config.LOGIN_MAX_FAILURES) {
+        throw tooMany(account.ttlMs, 'Too many failed logins for this account; try again later')
+      }
+      if (client && client.count >= config.LOGIN_MAX_FAILURES_PER_CLIENT) {
+        throw tooMany(client.ttlMs, 'Too many failed logins from this client; try again later')
+      }
+    },
+    async failed(email, request) {
+      await Promise.all([
+        safely('count', () => counter.hit(accountKey(email), windowMs)),
+        safely('count', () => counter.hit(clientKey(request), windowMs))
+      ])
+    },
+    async succeeded(email) {
+      await safely('clear', () => counter.clear(accountKey(email)))
+    }
+  } satisfies LoginGuard)
+}, { name: 'throttle', dependencies: ['config', 'auth'], fastify: '5.x' })

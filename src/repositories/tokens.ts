@@ -1,0 +1,57 @@
+import { CompiledQuery } from 'kysely'
+import type { Db } from './sql.js'
+import type { UserRow } from './users.js'
+
+export interface Caller extends UserRow {
+  tokenHash: string
+}
+
+export async function insertToken(db: Db, userId: number, hash: string, ttlSeconds: number): Promise<number> {
+  const now = Date.now()
+  const expiresAt = now + ttlSeconds * 1000
+  await db.insertInto('tokens').values({ token_hash: hash, user_id: userId, created_at: now, expires_at: expiresAt }).execute()
+  return expiresAt
+}
+
+/**
+ * The caller a token belongs to, with its whole user row and primary address, in one indexed query: expired tokens
+ * and banned users resolve to nobody. For the hot path, the query is built and compiled once; each request only
+ * executes it with its own values.
+ */
+export function callerLookup(db: Db): (hash: string) => Promise<Caller | undefined> {
+  const HASH = '\u0000hash'
+  const NOW = -1
+  const compiled = callerQuery(db, HASH, NOW).compile()
+  const slots = compiled.parameters.map((p) => (p === HASH ? 'hash' : p === NOW ? 'now' : p))
+  type Row = Omit<Caller, 'tokenHash'>
+  return async (hash) => {
+    const now = Date.now()
+    const parameters = slots.map((p) => (p === 'hash' ? hash : p === 'now' ? now : p))
+    const { rows } = await db.executeQuery<Row>(CompiledQuery.raw(compiled.sql, parameters))
+    const row = rows[0]
+    return row && { ...row, tokenHash: hash }
+  }
+}
+
+export function callerQuery(db: Db, hash: string, now: number) {
+  return db
+    .selectFrom('tokens')
+    .innerJoin('users', 'users.id', 'tokens.user_id')
+    .leftJoin('emails', 'emails.primary_user_id', 'users.id')
+    .select([
+      'users.id', 'users.name', 'emails.address as email', 'users.status', 'users.role',
+      'users.version', 'users.created_at', 'users.updated_at'
+    ])
+    .where('tokens.token_hash', '=', hash)
+    .where('tokens.expires_at', '>', now)
+    .where('users.status', '=', 'ACTIVE')
+}
+
+export async function deleteToken(db: Db, hash: string): Promise<void> {
+  await db.deleteFrom('tokens').where('token_hash', '=', hash).execute()
+}
+
+/** Drops a user's expired tokens (refused anyway), at each of its logins, so they cannot pile up. */
+export async function purgeExpiredTokens(db: Db, userId: number): Promise<void> {
+  await db.deleteFrom('tokens').where('user_id', '=', userId).where('expires_at', '<=', Date.now()).execute()
+}

@@ -1,0 +1,138 @@
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Test } from 'tap'
+import { createConnection } from 'mysql2/promise'
+import { buildApp, type App } from '../src/app.js'
+import { loadConfig } from '../src/config.js'
+
+/** Which engine this run of the suite uses: set by scripts/test.mjs for each leg. */
+export const ENGINE = process.env.TEST_DB === 'mysql' ? 'mysql' : 'sqlite'
+export const MYSQL_URL = (process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306').replace(/\/+$/, '')
+
+export const ADMIN = { email: 'root@example.com', password: 'root-password-1' }
+
+/** A fresh, empty database URL for one app, and how to drop it afterwards. */
+export async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+  if (ENGINE === 'sqlite') return { url: 'sqlite::memory:', drop: async () => {} }
+  const name = `roster_t_${process.pid}_${randomBytes(4).toString('hex')}`
+  const admin = await createConnection(MYSQL_URL)
+  await admin.query(`create database \`${name}\` character set utf8mb4`)
+  await admin.end()
+  return {
+    url: `${MYSQL_URL}/${name}`,
+    drop: async () => {
+      const conn = await createConnection(MYSQL_URL)
+      await conn.query(`drop database if exists \`${name}\``)
+      await conn.end()
+    }
+  }
+}
+
+/**
+ * A fresh database that several app instances (or a separate server process) can open at once: a file on the
+ * embedded engine, a database of its own on MySQL. Removed when the test ends.
+ */
+export async function sharedDatabase(t: Test): Promise<string> {
+  if (ENGINE === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'roster-'))
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+    return `sqlite:${join(dir, 'shared.sqlite')}`
+  }
+  const db = await freshDatabase()
+  t.teardown(db.drop)
+  return db.url
+}
+
+export interface BuildOptions {
+  env?: Record<string, string>
+  /** Runs before the app is ready: a test may add routes of its own. */
+  extend?: (app: App) => void | Promise<void>
+  /** Use this database instead of a fresh one (its owner drops it). */
+  url?: string
+}
+
+/** Builds the app on a fresh database, with an admin, closed (and its database dropped) when the test ends. */
+export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
+  const db = options.url ? { url: options.url, drop: async () => {} } : await freshDatabase()
+  const config = loadConfig({
+    LOG_LEVEL: 'silent',
+    DATABASE_URL: db.url,
+    ADMIN_EMAIL: ADMIN.email,
+    ADMIN_PASSWORD: ADMIN.password,
+    RATE_LIMIT_MAX: '100000000', // throttling has tests of its own
+    ...options.env
+  })
+  const app = await buildApp(config)
+  t.teardown(async () => {
+    await app.close()
+    await db.drop()
+  })
+  await options.extend?.(app)
+  await app.ready()
+  return app
+}
+
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+
+export async function login(app: App, email: string, password: string): Promise<string> {
+  const res = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email, password } })
+  if (res.statusCode !== 201) throw new Error(`login ${email} failed: ${res.statusCode} ${res.body}`)
+  return res.json().token
+}
+
+let counter = 0
+export interface TestUser { id: number; email: string; password: string; token: string; headers: { authorization: string } }
+
+/** Signs a new user up and logs it in. */
+export async function newUser(app: App, fields: { name?: string; email?: string; password?: string } = {}): Promise<TestUser> {
+  counter += 1
+  const email = fields.email ?? `user${counter}.${randomBytes(3).toString('hex')}@example.com`
+  const password = fields.password ?? 'password-123'
+  const res = await app.inject({ method: 'POST', url: '/users', payload: { name: fields.name ?? `User ${counter}`, email, password } })
+  if (res.statusCode !== 201) throw new Error(`signup failed: ${res.statusCode} ${res.body}`)
+  const token = await login(app, email, password)
+  return { id: res.json().id, email, password, token, headers: bearer(token) }
+}
+
+export async function adminUser(app: App): Promise<TestUser> {
+  const token = await login(app, ADMIN.email, ADMIN.password)
+  const me = await app.inject({ method: 'GET', url: '/users?email=' + encodeURIComponent(ADMIN.email), headers: bearer(token) })
+  return { id: me.json().items[0].id, ...ADMIN, token, headers: bearer(token) }
+}
+
+type Part = string | { filename: string; content: string | Buffer; type?: string }
+
+/** A multipart/form-data body and its headers, for inject. */
+export function multipart(fields: Record<string, Part>): { payload: Buffer; headers: Record<string, string> } {
+  const boundary = '----roster' + randomBytes(8).toString('hex')
+  const chunks: Buffer[] = []
+  for (const [name, part] of Object.entries(fields)) {
+    if (typeof part === 'string') {
+      chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${part}\r\n`))
+    } else {
+      chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="${part.filename}"\r\n` +
+        `Content-Type: ${part.type ?? 'application/octet-stream'}\r\n\r\n`))
+      chunks.push(Buffer.isBuffer(part.content) ? part.content : Buffer.from(part.content))
+      chunks.push(Buffer.from('\r\n'))
+    }
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`))
+  return { payload: Buffer.concat(chunks), headers: { 'content-type': `multipart/form-data; boundary=${boundary}` } }
+}
+
+export const form = (fields: Record<string, string>) => ({
+  payload: new URLSearchParams(fields).toString(),
+  headers: { 'content-type': 'application/x-www-form-urlencoded' }
+})
+
+/** Asserts a problem+json answer with the given status and code. */
+export function assertProblem(t: Test, res: { statusCode: number; headers: Record<string, unknown>; json: () => any; body: string }, status: number, code: string, msg?: string) {
+  t.equal(res.statusCode, status, `${msg ?? code}: status ${status} (body ${res.body.slice(0, 200)})`)
+  t.match(String(res.headers['content-type']), /^application\/problem\+json/, `${msg ?? code}: problem+json`)
+  const body = res.json()
+  t.equal(body.code, code, `${msg ?? code}: code`)
+  t.equal(body.status, status, `${msg ?? code}: body status`)
+  t.type(body.title, 'string')
+}
