@@ -116,7 +116,7 @@ t.test('SIGTERM under load finishes in-flight requests, then exits cleanly', asy
     cwd: root,
     env: {
       ...process.env, PORT: String(port), LOG_LEVEL: 'debug', ADMIN_EMAIL: 'root@example.com', ADMIN_PASSWORD: 'root-password-1',
-      DATABASE_URL: url
+      DATABASE_URL: url, MAX_EVENT_LOOP_DELAY_MS: '0'
     },
     stdio: ['ignore', 'pipe', 'pipe']
   })

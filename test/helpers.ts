@@ -62,6 +62,9 @@ export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
     ADMIN_EMAIL: ADMIN.email,
     ADMIN_PASSWORD: ADMIN.password,
     RATE_LIMIT_MAX: '100000000', // throttling has tests of its own
+    // Load shedding too (test/faults.test.ts): a test that blocks its own event loop, or a busy CI host, must not
+    // have its requests shed.
+    MAX_EVENT_LOOP_DELAY_MS: '0',
     ...options.env
   })
   const app = await buildApp(config)
