@@ -89,8 +89,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
       done()
     })
   }
-  app.addHook('onResponse', async (request, reply) => {
+  app.addHook('onResponse', (request, reply, done) => {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request')
+    done()
   })
 
   await app.register(configPlugin, { config })
@@ -99,8 +100,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(dbPlugin)
   await app.register(authPlugin, { publicPrefixes: [DOCS_PREFIX] })
   await app.register(throttlePlugin)
-  await app.register(idsPlugin)
+  // Route-level steps are prepended, so the last registered runs first: ids are checked before a body is read.
   await app.register(bodiesPlugin)
+  await app.register(idsPlugin)
   await app.register(conditionalPlugin)
   await app.register(openapiPlugin)
   await app.register(adminPlugin)

@@ -1,6 +1,7 @@
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { forbidden, unauthenticated } from '../lib/errors.js'
+import { prependRouteHook } from '../lib/route-hooks.js'
 import { tokenHash } from '../lib/secrets.js'
 import { callerLookup } from '../repositories/tokens.js'
 import type { AuthRule } from '../types.js'
@@ -41,7 +42,9 @@ export function allows(rule: AuthRule, request: FastifyRequest): boolean {
 
 /**
  * Authentication in onRequest (before any body is read) and authorization in preHandler, from the rule each route
- * declares in `config.auth`. A route without a rule cannot be registered; an unknown rule refuses everyone.
+ * declares in `config.auth`. A route without a rule cannot be registered; an unknown rule refuses everyone. The
+ * rule is read once, when the route is registered: each route gets the two hooks its rule needs, so a request
+ * pays for no lookup of its route's options and a public route for no authorization step.
  */
 export default fp<AuthOptions>(async (app, options) => {
   const publicPrefixes = options.publicPrefixes ?? []
@@ -49,6 +52,18 @@ export default fp<AuthOptions>(async (app, options) => {
   const findCaller = callerLookup(app.db)
   const catalogue: RouteRule[] = []
   app.decorate('routeRules', catalogue)
+
+  const authenticate = (rule: AuthRule) => async (request: FastifyRequest) => {
+    const token = bearerToken(request.headers.authorization)
+    if (token) request.caller = (await findCaller(tokenHash(token))) ?? null
+    if (rule !== 'public' && !request.caller) {
+      throw unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined)
+    }
+  }
+  const authorize = (rule: AuthRule) => (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+    if (allows(rule, request)) return done()
+    done(request.caller ? forbidden() : unauthenticated())
+  }
 
   app.addHook('onRoute', (route) => {
     const declared = route.config?.auth
@@ -58,21 +73,7 @@ export default fp<AuthOptions>(async (app, options) => {
     }
     route.config = { ...route.config, auth: rule }
     for (const method of [route.method].flat()) catalogue.push({ method, url: route.url, rule })
-  })
-
-  app.addHook('onRequest', async (request) => {
-    const rule = request.routeOptions.config.auth
-    if (rule === undefined) return // no route matched: the not-found handler answers
-    const token = bearerToken(request.headers.authorization)
-    if (token) request.caller = (await findCaller(tokenHash(token))) ?? null
-    if (rule !== 'public' && !request.caller) {
-      throw unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined)
-    }
-  })
-
-  app.addHook('preHandler', async (request) => {
-    const rule = request.routeOptions.config.auth
-    if (rule === undefined || allows(rule, request)) return
-    throw request.caller ? forbidden() : unauthenticated()
+    prependRouteHook(route, 'onRequest', authenticate(rule))
+    if (rule !== 'public') prependRouteHook(route, 'preHandler', authorize(rule))
   })
 }, { name: 'auth', dependencies: ['db', 'errors'], fastify: '5.x' })

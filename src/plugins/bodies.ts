@@ -1,7 +1,9 @@
 import formbody from '@fastify/formbody'
 import multipart from '@fastify/multipart'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { ApiError, validationFailed } from '../lib/errors.js'
+import { prependRouteHook } from '../lib/route-hooks.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -41,8 +43,8 @@ export default fp(async (app) => {
   await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT })
   await app.register(multipart, { limits: MULTIPART_LIMITS })
 
-  app.addHook('preValidation', async (request) => {
-    if (!request.isMultipart()) return
+  /** Reads a multipart body's parts into one plain object, the request's body. */
+  async function collectParts(request: FastifyRequest): Promise<void> {
     const body: Record<string, unknown> = Object.create(null)
     try {
       for await (const part of request.parts()) {
@@ -60,5 +62,14 @@ export default fp(async (app) => {
       throw validationFailed('The multipart body is malformed', [{ path: '', in: 'body', message: (err as Error).message }])
     }
     request.body = body
+  }
+
+  // Only routes that can take a body get the step, and a request that is not multipart passes it synchronously.
+  app.addHook('onRoute', (route) => {
+    if ([route.method].flat().every((method) => method === 'GET' || method === 'HEAD')) return
+    prependRouteHook(route, 'preValidation', (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+      if (!request.isMultipart()) return done()
+      collectParts(request).then(() => done(), done)
+    })
   })
 }, { name: 'bodies', dependencies: ['config'], fastify: '5.x' })

@@ -1,24 +1,32 @@
 import { createHash } from 'node:crypto'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { noneMatch } from '../lib/etag.js'
+import { prependRouteHook } from '../lib/route-hooks.js'
+
+type Done = (err: Error | null, payload?: unknown) => void
 
 /**
  * Conditional GETs: every 200 answer to a GET carries an ETag (the route's own, from the resource version, or
- * else a digest of the body), and an If-None-Match naming it answers 304 with no body.
+ * else a digest of the body), and an If-None-Match naming it answers 304 with no body. Only GET and HEAD routes
+ * get the step.
  */
 export default fp(async (app) => {
-  app.addHook('onSend', async (request, reply, payload) => {
-    if ((request.method !== 'GET' && request.method !== 'HEAD') || reply.statusCode !== 200) return payload
+  const conditional = (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: Done) => {
+    if (reply.statusCode !== 200) return done(null, payload)
     let etag = reply.getHeader('etag') as string | undefined
     if (etag === undefined) {
-      if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload
+      if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return done(null, payload)
       etag = `"${createHash('sha1').update(payload).digest('base64url')}"`
       reply.header('etag', etag)
     }
-    if (!noneMatch(request.headers['if-none-match'], etag)) return payload
+    if (!noneMatch(request.headers['if-none-match'], etag)) return done(null, payload)
     reply.code(304)
     reply.removeHeader('content-type')
     reply.removeHeader('content-length')
-    return null
+    done(null, null)
+  }
+  app.addHook('onRoute', (route) => {
+    if ([route.method].flat().some((method) => method === 'GET' || method === 'HEAD')) prependRouteHook(route, 'onSend', conditional)
   })
 }, { name: 'conditional', fastify: '5.x' })

@@ -1,23 +1,37 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { validationFailed } from '../lib/errors.js'
+import { prependRouteHook } from '../lib/route-hooks.js'
 import { CANONICAL_ID } from '../lib/text.js'
+
+type Problem = { path: string; in: 'path' | 'query'; message: string }
+const NOT_CANONICAL = 'must be a canonical decimal id'
 
 /**
  * Ids are written in canonical decimal. Schema coercion alone would read `01`, `1e0`, `0x1`, `+1` or ` 1` as 1, so
- * path ids (`*_id`) and the `id` filter are checked as the client wrote them, before validation coerces them.
+ * path ids (`*_id`) and the `id` filter are checked as the client wrote them, before validation coerces them. Only
+ * routes that have such a parameter get the check.
  */
 export default fp(async (app) => {
-  app.addHook('preValidation', async (request) => {
-    const bad: Array<{ path: string; in: 'path' | 'query'; message: string }> = []
-    for (const [key, value] of Object.entries(request.params as Record<string, string>)) {
-      if (key.endsWith('_id') && !CANONICAL_ID.test(value)) bad.push({ path: `/${key}`, in: 'path', message: 'must be a canonical decimal id' })
-    }
-    const ids = (request.query as Record<string, unknown> | undefined)?.id
-    if (ids !== undefined) {
-      for (const [i, value] of (Array.isArray(ids) ? ids : [ids]).entries()) {
-        if (typeof value !== 'string' || !CANONICAL_ID.test(value)) bad.push({ path: `/id/${i}`, in: 'query', message: 'must be a canonical decimal id' })
+  app.addHook('onRoute', (route) => {
+    const pathIds = [...route.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!).filter((name) => name.endsWith('_id'))
+    const querystring = route.schema?.querystring as { properties?: Record<string, unknown> } | undefined
+    const queryIds = querystring?.properties?.id !== undefined
+    if (pathIds.length === 0 && !queryIds) return
+
+    prependRouteHook(route, 'preValidation', (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+      const bad: Problem[] = []
+      const params = request.params as Record<string, string>
+      for (const key of pathIds) {
+        if (!CANONICAL_ID.test(params[key] ?? '')) bad.push({ path: `/${key}`, in: 'path', message: NOT_CANONICAL })
       }
-    }
-    if (bad.length) throw validationFailed('Ids are positive integers in canonical decimal', bad)
+      const ids = queryIds ? (request.query as Record<string, unknown> | undefined)?.id : undefined
+      if (ids !== undefined) {
+        for (const [i, value] of (Array.isArray(ids) ? ids : [ids]).entries()) {
+          if (typeof value !== 'string' || !CANONICAL_ID.test(value)) bad.push({ path: `/id/${i}`, in: 'query', message: NOT_CANONICAL })
+        }
+      }
+      done(bad.length ? validationFailed('Ids are positive integers in canonical decimal', bad) : undefined)
+    })
   })
 }, { name: 'ids', fastify: '5.x' })
