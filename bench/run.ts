@@ -1,10 +1,12 @@
-// npm run bench [-- --users 20000 --duration 10 --connections 50 --reuse --scenarios self-read,login]
+// npm run bench [-- --users 20000 --duration 10 --rounds 3 --connections 50 --reuse --scenarios self-read,login]
 //
 // Seeds MySQL/MariaDB (a database of its own, `roster_bench` by default), starts the built service and the bare
 // node:http + mysql2 baseline, warms both up, then runs each autocannon scenario in a separate process for a fixed
-// time at a fixed concurrency. Prints requests/s, p50, p99, errors, non-2xx and the service's peak RSS per
-// scenario, Roster's scenario-1 throughput and p99 as ratios of the baseline's, and the EXPLAIN of the collection
-// queries. Writes everything to bench/results/latest.json.
+// time at a fixed concurrency. Scenario 1 runs in rounds that alternate the baseline and Roster (ABBA order), so
+// that a change in the machine's speed during the run weighs on both alike; its ratios are the medians of the
+// rounds' ratios. Prints requests/s, p50, p99, errors, non-2xx, the server's CPU time per request and its peak
+// RSS per scenario, Roster's scenario-1 throughput and p99 as ratios of the baseline's, and the EXPLAIN of the
+// collection queries. Writes everything to bench/results/latest.json.
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
@@ -21,6 +23,7 @@ const { values: args } = parseArgs({
   options: {
     users: { type: 'string', default: '20000' },
     duration: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '50' },
     'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' },
     database: { type: 'string', default: 'roster_bench' },
@@ -33,6 +36,7 @@ const { values: args } = parseArgs({
 
 const USERS = Number(args.users)
 const DURATION = Number(args.duration)
+const ROUNDS = Math.max(1, Number(args.rounds))
 const CONNECTIONS = Number(args.connections)
 const SERVER = args['mysql-url']!.replace(/\/+$/, '')
 const DATABASE_URL = `${SERVER}/${args.database}`
@@ -100,16 +104,25 @@ function startBaseline(): ChildProcess {
   })
 }
 
+/** CPU time (user + system) a process has used so far, in microseconds. */
+function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')
+  const ticks = Number(fields[11]) + Number(fields[12]) // utime, stime (fields 14 and 15 of the whole line)
+  return (ticks * 1e6) / 100
+}
+
 function memoryKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8')
   return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0)
 }
 
 interface Figures { scenario: string; rps: number; p50: number; p99: number; errors: number; timeouts: number; non2xx: number; total: number }
+type Measured = Figures & { peakRssMb: number; cpuUsPerRequest: number }
 
 /** Runs one scenario in its own process while sampling the server's resident memory. */
-async function load(target: { url: string; pid: number }, scenario: string, duration: number, adminToken: string): Promise<Figures & { peakRssMb: number }> {
+async function load(target: { url: string; pid: number }, scenario: string, duration: number, adminToken: string): Promise<Measured> {
   let peak = 0
+  const cpuBefore = cpuMicros(target.pid)
   const sampler = setInterval(() => { peak = Math.max(peak, memoryKb(target.pid, 'VmRSS')) }, 100)
   const input = JSON.stringify({ url: target.url, scenario, duration, connections: CONNECTIONS, adminToken, password: PASSWORD, tokensFile: TOKENS })
   const output = await new Promise<string>((resolve, reject) => {
@@ -120,7 +133,29 @@ async function load(target: { url: string; pid: number }, scenario: string, dura
   })
   clearInterval(sampler)
   peak = Math.max(peak, memoryKb(target.pid, 'VmRSS'))
-  return { ...JSON.parse(output.trim().split('\n').pop()!), peakRssMb: Math.round(peak / 1024) }
+  const figures: Figures = JSON.parse(output.trim().split('\n').pop()!)
+  const cpuUsPerRequest = Math.round((cpuMicros(target.pid) - cpuBefore) / Math.max(1, figures.total))
+  return { ...figures, peakRssMb: Math.round(peak / 1024), cpuUsPerRequest }
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+
+/** Several rounds of one scenario as one row: mean throughput, median latencies and CPU, summed counts. */
+function combine(rounds: Measured[]): Measured {
+  const sum = (key: 'errors' | 'timeouts' | 'non2xx' | 'total') => rounds.reduce((n, r) => n + r[key], 0)
+  return {
+    scenario: rounds[0]!.scenario,
+    rps: rounds.reduce((n, r) => n + r.rps, 0) / rounds.length,
+    p50: median(rounds.map((r) => r.p50)),
+    p99: median(rounds.map((r) => r.p99)),
+    errors: sum('errors'), timeouts: sum('timeouts'), non2xx: sum('non2xx'), total: sum('total'),
+    peakRssMb: Math.max(...rounds.map((r) => r.peakRssMb)),
+    cpuUsPerRequest: median(rounds.map((r) => r.cpuUsPerRequest))
+  }
 }
 
 async function explain(sample: SeededUser, narrow: SeededUser): Promise<Array<{ query: string; plan: Array<Record<string, unknown>>; fullScan: boolean }>> {
@@ -177,11 +212,20 @@ async function main() {
       await load(rosterTarget, 'self-read', 3, adminToken)
     }
 
-    const rows: Array<Figures & { peakRssMb: number; target: string }> = []
+    const rows: Array<Measured & { target: string }> = []
+    const rounds: Array<{ baseline: Measured; roster: Measured }> = []
     for (const scenario of args.scenarios!.split(',').filter(Boolean)) {
       if (scenario === 'self-read') {
-        log(`baseline: ${scenario}, ${DURATION} s at ${CONNECTIONS} connections`)
-        rows.push({ target: 'baseline', ...(await load(baselineTarget, scenario, DURATION, adminToken)) })
+        for (let round = 1; round <= ROUNDS; round++) {
+          const order = round % 2 === 1 ? ['baseline', 'roster'] as const : ['roster', 'baseline'] as const
+          log(`${scenario} round ${round}/${ROUNDS}: ${order.join(', then ')}, ${DURATION} s each at ${CONNECTIONS} connections`)
+          const pair: Partial<Record<'baseline' | 'roster', Measured>> = {}
+          for (const target of order) pair[target] = await load(target === 'roster' ? rosterTarget : baselineTarget, scenario, DURATION, adminToken)
+          rounds.push(pair as { baseline: Measured; roster: Measured })
+        }
+        rows.push({ target: 'baseline', ...combine(rounds.map((r) => r.baseline)) })
+        rows.push({ target: 'roster', ...combine(rounds.map((r) => r.roster)) })
+        continue
       }
       log(`roster: ${scenario}, ${DURATION} s at ${CONNECTIONS} connections`)
       rows.push({ target: 'roster', ...(await load(rosterTarget, scenario, DURATION, adminToken)) })
@@ -192,30 +236,33 @@ async function main() {
     const active = seeded.filter((u) => u.status === 'ACTIVE')
     const plans = await explain(active[0]!, active[active.length - 1]!)
 
-    console.log(`\n## Roster benchmark: ${USERS} users, ${DURATION} s per scenario, ${CONNECTIONS} connections, LOG_LEVEL=${args['log-level']}`)
+    console.log(`\n## Roster benchmark: ${USERS} users, ${DURATION} s per scenario (scenario 1: ${ROUNDS} rounds each), ${CONNECTIONS} connections, LOG_LEVEL=${args['log-level']}`)
     console.log(`Roster runs as: node ${startCommand().join(' ')}${args['node-options'] ? ` (NODE_OPTIONS=${args['node-options']})` : ''}`)
     console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}\n`)
-    console.log('| target | scenario | req/s | p50 ms | p99 ms | errors | timeouts | non-2xx | peak RSS MB |')
-    console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|')
+    console.log('| target | scenario | req/s | p50 ms | p99 ms | errors | timeouts | non-2xx | CPU µs/req | peak RSS MB |')
+    console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|')
     for (const r of rows) {
-      console.log(`| ${r.target} | ${r.scenario} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.timeouts} | ${r.non2xx} | ${r.peakRssMb} |`)
+      console.log(`| ${r.target} | ${r.scenario} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.timeouts} | ${r.non2xx} | ${r.cpuUsPerRequest} | ${r.peakRssMb} |`)
     }
-    const base = rows.find((r) => r.target === 'baseline')
-    const ours = rows.find((r) => r.target === 'roster' && r.scenario === 'self-read')
     let ratios
-    if (base && ours) {
-      ratios = { throughput: ours.rps / base.rps, p99: ours.p99 / Math.max(base.p99, 1) }
-      console.log(`\nScenario 1 (self-read) against the baseline: throughput ${fmt(ratios.throughput, 2)}× (target ≥ 0.90), ` +
-        `p99 ${fmt(ratios.p99, 2)}× (target ≤ 1.20); Roster peak RSS ${peakRssMb} MB over the whole run (target < 150 MB)`)
+    if (rounds.length) {
+      const perRound = rounds.map((r) => ({ throughput: r.roster.rps / r.baseline.rps, p99: r.roster.p99 / Math.max(r.baseline.p99, 1) }))
+      ratios = { throughput: median(perRound.map((r) => r.throughput)), p99: median(perRound.map((r) => r.p99)), rounds: perRound }
+      const selfReadRss = rows.find((r) => r.target === 'roster' && r.scenario === 'self-read')!.peakRssMb
+      console.log(`\nScenario 1 (self-read) against the baseline, median of ${rounds.length} rounds: throughput ${fmt(ratios.throughput, 2)}× ` +
+        `(target ≥ 0.90), p99 ${fmt(ratios.p99, 2)}× (target ≤ 1.20); Roster peak RSS ${selfReadRss} MB during it (target < 150 MB), ` +
+        `${peakRssMb} MB over the whole run`)
+      console.log(`Rounds: ${perRound.map((r, i) => `${i + 1}: ${fmt(rounds[i]!.baseline.rps)} vs ${fmt(rounds[i]!.roster.rps)} req/s, ` +
+        `${fmt(r.throughput, 2)}× / p99 ${fmt(r.p99, 2)}×`).join('; ')}`)
     }
     console.log('\n### Query plans (EXPLAIN)\n')
     for (const p of plans) {
       console.log(`- ${p.query}: ${p.plan.map((r) => `${r.table} ${r.type} via ${r.key ?? '-'} (~${r.rows} rows${r.Extra ? `; ${r.Extra}` : ''})`).join(' → ')}${p.fullScan ? '  **FULL SCAN**' : ''}`)
     }
     writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({
-      at: new Date().toISOString(), users: USERS, duration: DURATION, connections: CONNECTIONS, logLevel: args['log-level'],
+      at: new Date().toISOString(), users: USERS, duration: DURATION, rounds: ROUNDS, connections: CONNECTIONS, logLevel: args['log-level'],
       machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
-      rows, ratios, peakRssMb, plans
+      rows, selfReadRounds: rounds, ratios, peakRssMb, plans
     }, null, 2))
     log(`figures in ${RESULTS}/latest.json`)
   } finally {
