@@ -126,9 +126,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(dbPlugin)
   await app.register(authPlugin, { publicPrefixes: [DOCS_PREFIX] })
   await app.register(throttlePlugin)
-  // Route-level steps are prepended, so the last registered runs first: ids are checked before a body is read.
-  await app.register(bodiesPlugin)
   await app.register(idsPlugin)
+  await app.register(bodiesPlugin)
   await app.register(conditionalPlugin)
   await app.register(openapiPlugin)
   await app.register(adminPlugin)

@@ -1,6 +1,6 @@
 import formbody from '@fastify/formbody'
 import multipart from '@fastify/multipart'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { ApiError, validationFailed } from '../lib/errors.js'
 import { prependRouteHook } from '../lib/route-hooks.js'
@@ -33,43 +33,56 @@ function addField(body: Record<string, unknown>, name: string, value: string) {
 }
 
 /**
- * Request body encodings of the contract: JSON (built in), urlencoded forms and multipart forms. Multipart fields and
- * file parts both arrive as plain values (a file part's content is its value), so every write validates the same
- * object whatever the encoding. Parts are read into memory within tight limits: no temporary files exist.
+ * Request body encodings of the contract, app-wide: JSON (built in) and urlencoded forms. Plain text is a body only
+ * where a key path says so (its own raw parser); elsewhere it is a 415. Multipart forms are accepted by the routes
+ * registered through `withMultipart` below.
  */
 export default fp(async (app) => {
-  // Plain text is a body only where a key path says so (its own raw parser); elsewhere it is a 415.
   app.removeContentTypeParser('text/plain')
   await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT })
-  await app.register(multipart, { limits: MULTIPART_LIMITS })
-
-  /** Reads a multipart body's parts into one plain object, the request's body. */
-  async function collectParts(request: FastifyRequest): Promise<void> {
-    const body: Record<string, unknown> = Object.create(null)
-    try {
-      for await (const part of request.parts()) {
-        if (part.type === 'file') {
-          addField(body, part.fieldname, fileText(await part.toBuffer(), part.fieldname))
-        } else {
-          if (part.valueTruncated) throw new ApiError(413, 'PAYLOAD_TOO_LARGE', `Field ${part.fieldname} is too large`)
-          addField(body, part.fieldname, String(part.value))
-        }
-      }
-    } catch (err) {
-      // Limits (413) and our own answers carry a status; anything else thrown while reading the stream is a
-      // malformed body: no boundary, a truncated part, a broken header.
-      if (typeof (err as { statusCode?: unknown }).statusCode === 'number') throw err
-      throw validationFailed('The multipart body is malformed', [{ path: '', in: 'body', message: (err as Error).message }])
-    }
-    request.body = body
-  }
-
-  // Only routes that can take a body get the step, and a request that is not multipart passes it synchronously.
-  app.addHook('onRoute', (route) => {
-    if ([route.method].flat().every((method) => method === 'GET' || method === 'HEAD')) return
-    prependRouteHook(route, 'preValidation', (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
-      if (!request.isMultipart()) return done()
-      collectParts(request).then(() => done(), done)
-    })
-  })
 }, { name: 'bodies', dependencies: ['config'], fastify: '5.x' })
+
+/**
+ * A scope for the routes that take a body: they also accept multipart forms. Fields and file parts both arrive as
+ * plain values (a file part's content is its value), so every write validates the same object whatever the
+ * encoding. Parts are read into memory within tight limits: no temporary files exist.
+ *
+ * Reads live outside this scope: @fastify/multipart adds an onRequest and an onResponse hook (for cleaning up
+ * temporary files we never write) to every route of the scope it is registered in, and GETs need neither.
+ */
+export function withMultipart(routes: FastifyPluginAsync): FastifyPluginAsync {
+  return async (scope) => {
+    await scope.register(multipart, { limits: MULTIPART_LIMITS })
+
+    /** Reads a multipart body's parts into one plain object, the request's body. */
+    async function collectParts(request: FastifyRequest): Promise<void> {
+      const body: Record<string, unknown> = Object.create(null)
+      try {
+        for await (const part of request.parts()) {
+          if (part.type === 'file') {
+            addField(body, part.fieldname, fileText(await part.toBuffer(), part.fieldname))
+          } else {
+            if (part.valueTruncated) throw new ApiError(413, 'PAYLOAD_TOO_LARGE', `Field ${part.fieldname} is too large`)
+            addField(body, part.fieldname, String(part.value))
+          }
+        }
+      } catch (err) {
+        // Limits (413) and our own answers carry a status; anything else thrown while reading the stream is a
+        // malformed body: no boundary, a truncated part, a broken header.
+        if (typeof (err as { statusCode?: unknown }).statusCode === 'number') throw err
+        throw validationFailed('The multipart body is malformed', [{ path: '', in: 'body', message: (err as Error).message }])
+      }
+      request.body = body
+    }
+
+    // A request that is not multipart passes this step synchronously.
+    scope.addHook('onRoute', (route) => {
+      prependRouteHook(route, 'preValidation', (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+        if (!request.isMultipart()) return done()
+        collectParts(request).then(() => done(), done)
+      })
+    })
+
+    await scope.register(routes)
+  }
+}

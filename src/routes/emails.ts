@@ -12,6 +12,7 @@ import {
   addEmail, deleteEmail, findEmail, findPrimaryEmail, listEmails, putPrimaryEmail, updateEmail
 } from '../repositories/emails.js'
 import { findUserById } from '../repositories/users.js'
+import { withMultipart } from '../plugins/bodies.js'
 import { collection, FORM_TYPES, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from './responses.js'
 
 const tags = ['emails']
@@ -51,6 +52,39 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     })
   })
 
+  app.get('/users/:user_id/emails/:email_id', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'getUserEmail', tags, summary: 'Read one address of a user',
+      params: EmailParams,
+      response: { 200: ref(Email), ...problems(400, 401, 404) }
+    }
+  }, async (request, reply) => {
+    const { user_id: userId, email_id: emailId } = request.params
+    const row = await findEmail(app.db, userId, emailId) ?? await notFound(app.db, userId, `User ${userId} has no address with id ${emailId}`)
+    return tagged(reply, row.version, presentEmail(row, base))
+  })
+
+  app.get('/users/:user_id/email', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'getUserPrimaryEmail', tags, summary: 'Read the primary address of a user',
+      params: UserParams,
+      response: { 200: ref(Email), ...problems(400, 401, 404) }
+    }
+  }, async (request, reply) => {
+    const userId = request.params.user_id
+    const row = await findPrimaryEmail(app.db, userId) ?? await notFound(app.db, userId, `User ${userId} has no address`)
+    return tagged(reply, row.version, presentEmail(row, base))
+  })
+
+  await app.register(withMultipart(emailWrites))
+}
+
+/** Adding, replacing and removing addresses: the routes that take a body. */
+const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
+  const base = app.config.PUBLIC_URL ?? ''
+
   app.post('/users/:user_id/emails', {
     config: { auth: 'self-or-admin' },
     schema: {
@@ -63,19 +97,6 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     const row = await addEmail(app.db, request.params.user_id, request.body.address, app.config.MAX_EMAILS_PER_USER)
     const email = presentEmail(row, base)
     return reply.code(201).header('location', email.href).send(tagged(reply, row.version, email))
-  })
-
-  app.get('/users/:user_id/emails/:email_id', {
-    config: { auth: 'self-or-admin' },
-    schema: {
-      operationId: 'getUserEmail', tags, summary: 'Read one address of a user',
-      params: EmailParams,
-      response: { 200: ref(Email), ...problems(400, 401, 404) }
-    }
-  }, async (request, reply) => {
-    const { user_id: userId, email_id: emailId } = request.params
-    const row = await findEmail(app.db, userId, emailId) ?? await notFound(app.db, userId, `User ${userId} has no address with id ${emailId}`)
-    return tagged(reply, row.version, presentEmail(row, base))
   })
 
   app.put('/users/:user_id/emails/:email_id', {
@@ -103,19 +124,6 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     const { user_id: userId, email_id: emailId } = request.params
     await deleteEmail(app.db, userId, { id: emailId }, ifMatchVersions(request.headers['if-match']), app.config.REQUIRE_EMAIL)
     return reply.code(204).send(null)
-  })
-
-  app.get('/users/:user_id/email', {
-    config: { auth: 'self-or-admin' },
-    schema: {
-      operationId: 'getUserPrimaryEmail', tags, summary: 'Read the primary address of a user',
-      params: UserParams,
-      response: { 200: ref(Email), ...problems(400, 401, 404) }
-    }
-  }, async (request, reply) => {
-    const userId = request.params.user_id
-    const row = await findPrimaryEmail(app.db, userId) ?? await notFound(app.db, userId, `User ${userId} has no address`)
-    return tagged(reply, row.version, presentEmail(row, base))
   })
 
   app.delete('/users/:user_id/email', {

@@ -6,6 +6,7 @@ import { presentUser } from '../lib/present.js'
 import { newToken, verifyPassword } from '../lib/secrets.js'
 import { deleteToken, insertToken, purgeExpiredTokens } from '../repositories/tokens.js'
 import { findCredentials, findUserById } from '../repositories/users.js'
+import { withMultipart } from '../plugins/bodies.js'
 import { FORM_TYPES, NoContent, problems } from './responses.js'
 
 const tags = ['auth']
@@ -57,4 +58,4 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
   })
 }
 
-export default tokens
+export default withMultipart(tokens)

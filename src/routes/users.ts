@@ -13,6 +13,7 @@ import {
   createUser, deleteUser, findPasswordHash, findUserByAddress, findUserById, listUsers, updateUser,
   type NameFilter, type UserChanges, type UserFilters
 } from '../repositories/users.js'
+import { withMultipart } from '../plugins/bodies.js'
 import { collection, FORM_TYPES, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from './responses.js'
 
 /** `ada`, `ada*`, `*ada`, `*ada*`; a `*` anywhere else, or nothing around the stars, is INVALID_FILTER. */
@@ -38,29 +39,6 @@ const tags = ['users']
 
 const users: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
-
-  app.post('/users', {
-    config: { auth: 'public' },
-    schema: {
-      operationId: 'createUser', tags, consumes: FORM_TYPES, summary: 'Create a user',
-      description: 'Open to anyone while SIGNUP_OPEN is true, else to admins. `role` and `status` may only be set by an admin.',
-      body: ref(NewUser),
-      response: { 201: ref(User), ...problems(400, 401, 409, 413, 415, 429) }
-    }
-  }, async (request, reply) => {
-    const body = request.body
-    if (!app.config.SIGNUP_OPEN) requireAdmin(request, 'Sign-up is closed: only an admin may create users')
-    if (body.role !== undefined || body.status !== undefined) requireAdmin(request, 'Only an admin may set role or status')
-    const row = await createUser(app.db, {
-      name: body.name.trim(),
-      email: body.email,
-      passwordHash: await hashPassword(body.password),
-      role: body.role ?? 'user',
-      status: body.status ?? 'ACTIVE'
-    })
-    const user = presentUser(row, base)
-    return reply.code(201).header('location', user.href).send(tagged(reply, row.version, user))
-  })
 
   app.get('/users', {
     config: { auth: 'caller' },
@@ -127,6 +105,36 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     if (caller.role !== 'admin' && row?.id !== caller.id) throw forbidden()
     if (!row) throw userNotFound(`the address ${request.params.email}`)
     return tagged(reply, row.version, presentUser(row, base))
+  })
+
+  await app.register(withMultipart(userWrites))
+}
+
+/** Sign-up, deletion and the key paths: the routes that take a body. */
+const userWrites: FastifyPluginAsyncTypebox = async (app) => {
+  const base = app.config.PUBLIC_URL ?? ''
+
+  app.post('/users', {
+    config: { auth: 'public' },
+    schema: {
+      operationId: 'createUser', tags, consumes: FORM_TYPES, summary: 'Create a user',
+      description: 'Open to anyone while SIGNUP_OPEN is true, else to admins. `role` and `status` may only be set by an admin.',
+      body: ref(NewUser),
+      response: { 201: ref(User), ...problems(400, 401, 409, 413, 415, 429) }
+    }
+  }, async (request, reply) => {
+    const body = request.body
+    if (!app.config.SIGNUP_OPEN) requireAdmin(request, 'Sign-up is closed: only an admin may create users')
+    if (body.role !== undefined || body.status !== undefined) requireAdmin(request, 'Only an admin may set role or status')
+    const row = await createUser(app.db, {
+      name: body.name.trim(),
+      email: body.email,
+      passwordHash: await hashPassword(body.password),
+      role: body.role ?? 'user',
+      status: body.status ?? 'ACTIVE'
+    })
+    const user = presentUser(row, base)
+    return reply.code(201).header('location', user.href).send(tagged(reply, row.version, user))
   })
 
   app.delete('/users/:user_id', {
