@@ -22,14 +22,18 @@ export function callerLookup(db: Db): (hash: string) => Promise<Caller | undefin
   const HASH = '\u0000hash'
   const NOW = -1
   const compiled = callerQuery(db, HASH, NOW).compile()
-  const slots = compiled.parameters.map((p) => (p === HASH ? 'hash' : p === NOW ? 'now' : p))
-  type Row = Omit<Caller, 'tokenHash'>
+  const template = [...compiled.parameters]
+  const hashAt = template.indexOf(HASH)
+  const nowAt = template.indexOf(NOW)
+  if (hashAt < 0 || nowAt < 0) throw new Error('callerLookup: the compiled query lost a parameter')
   return async (hash) => {
-    const now = Date.now()
-    const parameters = slots.map((p) => (p === 'hash' ? hash : p === 'now' ? now : p))
-    const { rows } = await db.executeQuery<Row>(CompiledQuery.raw(compiled.sql, parameters))
+    const parameters = template.slice()
+    parameters[hashAt] = hash
+    parameters[nowAt] = Date.now()
+    const { rows } = await db.executeQuery<Caller>(CompiledQuery.raw(compiled.sql, parameters))
     const row = rows[0]
-    return row && { ...row, tokenHash: hash }
+    if (row) row.tokenHash = hash
+    return row
   }
 }
 
