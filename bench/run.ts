@@ -1,4 +1,4 @@
-// npm run bench [-- --users 20000 --duration 10 --rounds 3 --connections 50 --reuse --scenarios self-read,login]
+// npm run bench [-- --users 20000 --duration 10 --rounds 5 --connections 50 --reuse --scenarios self-read,login]
 //
 // Seeds MySQL/MariaDB (a database of its own, `roster_bench` by default), starts the built service and the bare
 // node:http + mysql2 baseline, warms both up, then runs each autocannon scenario in a separate process for a fixed
@@ -23,7 +23,7 @@ const { values: args } = parseArgs({
   options: {
     users: { type: 'string', default: '20000' },
     duration: { type: 'string', default: '10' },
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '5' },
     connections: { type: 'string', default: '50' },
     'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' },
     database: { type: 'string', default: 'roster_bench' },
