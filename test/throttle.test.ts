@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import t, { type Test } from 'tap'
 import type { App } from '../src/app.js'
+import { MemoryCounter } from '../src/lib/counters.js'
 import { ADMIN, assertProblem, build, newUser, sharedDatabase } from './helpers.js'
 
 const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
@@ -106,4 +107,17 @@ t.test('with Redis, limits are shared by every instance', async (t) => {
   for (let i = 0; i < 3; i++) codes.push((await c.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode)
   for (let i = 0; i < 2; i++) codes.push((await d.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode)
   t.same(codes, [200, 200, 200, 200, 429], 'the fifth request, on the other instance, is over the shared limit')
+})
+
+t.test('in-memory counters stay bounded under a flood of distinct callers', async (t) => {
+  const counter = new MemoryCounter(100)
+  t.teardown(() => counter.close())
+  for (let i = 0; i < 1000; i++) counter.hitNow(`flood-${i}`, 60_000)
+  t.ok(counter.size <= 100, `at most 100 windows kept (${counter.size})`)
+  t.equal(counter.hitNow('flood-999', 60_000).count, 2, 'the newest windows are the ones kept')
+  t.equal(counter.hitNow('flood-0', 60_000).count, 1, 'the oldest were dropped first')
+  const expired = counter.hitNow('short', 1)
+  await new Promise((r) => setTimeout(r, 5))
+  t.equal(counter.hitNow('short', 60_000).count, 1, 'an expired window starts over')
+  t.equal(expired.count, 1)
 })

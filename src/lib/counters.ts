@@ -10,12 +10,15 @@ export interface WindowCounter {
   close(): void
 }
 
-/** In-process counters: right for a single instance. */
+/**
+ * In-process counters: right for a single instance. Expired windows are swept every minute; past `maxKeys` live
+ * windows (a flood of distinct callers), the oldest are dropped, so memory stays bounded.
+ */
 export class MemoryCounter implements WindowCounter {
   private readonly entries = new Map<string, { count: number; expires: number }>()
   private readonly sweeper: NodeJS.Timeout
 
-  constructor(sweepEveryMs = 60_000) {
+  constructor(private readonly maxKeys = 100_000, sweepEveryMs = 60_000) {
     this.sweeper = setInterval(() => this.sweep(), sweepEveryMs)
     this.sweeper.unref()
   }
@@ -24,15 +27,35 @@ export class MemoryCounter implements WindowCounter {
     for (const [key, entry] of this.entries) if (entry.expires <= now) this.entries.delete(key)
   }
 
-  async hit(key: string, windowMs: number) {
+  /** `hit` without a promise, for the hot path. */
+  hitNow(key: string, windowMs: number): { count: number; ttlMs: number } {
     const now = Date.now()
     let entry = this.entries.get(key)
     if (!entry || entry.expires <= now) {
+      if (entry) this.entries.delete(key) // re-inserted below: the map stays ordered by window start
+      else if (this.entries.size >= this.maxKeys) this.evict(now)
       entry = { count: 0, expires: now + windowMs }
       this.entries.set(key, entry)
     }
     entry.count += 1
     return { count: entry.count, ttlMs: entry.expires - now }
+  }
+
+  /** Drops expired windows, then the oldest live ones until a tenth of the room is free. */
+  private evict(now: number) {
+    this.sweep(now)
+    for (const key of this.entries.keys()) {
+      if (this.entries.size < this.maxKeys * 0.9) break
+      this.entries.delete(key)
+    }
+  }
+
+  get size(): number {
+    return this.entries.size
+  }
+
+  async hit(key: string, windowMs: number) {
+    return this.hitNow(key, windowMs)
   }
 
   async peek(key: string) {
@@ -56,10 +79,14 @@ return {n, redis.call('PTTL', KEYS[1])}`
 
 /** Counters in Redis: shared by every instance behind the same Redis. */
 export class RedisCounter implements WindowCounter {
-  constructor(private readonly redis: Redis, private readonly prefix: string) {}
+  constructor(private readonly redis: Redis, private readonly prefix: string) {
+    // Sent once, then run by its digest (EVALSHA): a hit is one short round trip.
+    if (!('rosterHit' in redis)) redis.defineCommand('rosterHit', { numberOfKeys: 1, lua: HIT })
+  }
 
   async hit(key: string, windowMs: number) {
-    const [count, ttl] = await this.redis.eval(HIT, 1, this.prefix + key, String(windowMs)) as [number, number]
+    const hit = (this.redis as unknown as { rosterHit: (key: string, windowMs: string) => Promise<[number, number]> }).rosterHit
+    const [count, ttl] = await hit.call(this.redis, this.prefix + key, String(windowMs))
     return { count, ttlMs: Math.max(ttl, 0) }
   }
 

@@ -12,3 +12,10 @@ export function prependRouteHook(route: RouteOptions, kind: LifecycleHook, hook:
   const own = existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]
   ;(route as unknown as Record<LifecycleHook, unknown>)[kind] = [hook, ...own]
 }
+
+/** Puts a hook last among one route's own hooks of a kind, after those the route and earlier plugins declared. */
+export function appendRouteHook(route: RouteOptions, kind: LifecycleHook, hook: (...args: never[]) => unknown): void {
+  const existing = route[kind] as unknown
+  const own = existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]
+  ;(route as unknown as Record<LifecycleHook, unknown>)[kind] = [...own, hook]
+}

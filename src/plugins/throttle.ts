@@ -1,9 +1,9 @@
-import rateLimit from '@fastify/rate-limit'
-import type { FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Redis } from 'ioredis'
 import { MemoryCounter, RedisCounter, type WindowCounter } from '../lib/counters.js'
 import { ApiError } from '../lib/errors.js'
+import { appendRouteHook } from '../lib/route-hooks.js'
 import { normalizeAddress } from '../lib/text.js'
 
 const tooMany = (ttlMs: number, detail: string) =>
@@ -42,16 +42,26 @@ export default fp(async (app) => {
     if (redis) await redis.quit().catch(() => redis?.disconnect())
   })
 
-  await app.register(rateLimit, {
-    global: true,
-    hook: 'preHandler',
-    max: config.RATE_LIMIT_MAX,
-    timeWindow: config.RATE_LIMIT_WINDOW_SECONDS * 1000,
-    ...(redis ? { redis, nameSpace: `${config.REDIS_KEY_PREFIX}rl:` } : {}),
-    skipOnError: true, // an unreachable Redis must not take the API down with it
-    allowList: (request) => request.url.startsWith('/health/'),
-    keyGenerator: (request) => (request.caller ? `u${request.caller.id}` : `a${request.ip}`),
-    errorResponseBuilder: (_request, context) => tooMany(context.ttl, `Too many requests: at most ${context.max} per ${config.RATE_LIMIT_WINDOW_SECONDS} s`)
+  // The general limit: RATE_LIMIT_MAX requests per caller per window, counted after authorization (a refused
+  // request is answered before it). Health checks are never limited. With memory counters a request passes
+  // synchronously; with Redis it waits for one round trip, and an unreachable Redis lets requests through.
+  const limitMax = config.RATE_LIMIT_MAX
+  const limitWindowMs = config.RATE_LIMIT_WINDOW_SECONDS * 1000
+  const limitDetail = `Too many requests: at most ${limitMax} per ${config.RATE_LIMIT_WINDOW_SECONDS} s`
+  const requests = redis ? new RedisCounter(redis, `${config.REDIS_KEY_PREFIX}rl:`) : new MemoryCounter()
+  app.addHook('onClose', async () => requests.close())
+  const verdict = (hit: { count: number; ttlMs: number }) => (hit.count > limitMax ? tooMany(hit.ttlMs, limitDetail) : undefined)
+  const rateLimit = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+    const key = request.caller ? `u${request.caller.id}` : `a${request.ip}`
+    if (requests instanceof MemoryCounter) return done(verdict(requests.hitNow(key, limitWindowMs)))
+    requests.hit(key, limitWindowMs).then((hit) => done(verdict(hit)), (err: unknown) => {
+      request.log.warn({ err }, 'rate limit: the shared counter failed; request let through')
+      done()
+    })
+  }
+  app.addHook('onRoute', (route) => {
+    if (route.url.startsWith('/health/')) return
+    appendRouteHook(route, 'preHandler', rateLimit) // after authorization
   })
 
   const windowMs = config.LOGIN_WINDOW_SECONDS * 1000
