@@ -1,4 +1,6 @@
+import SQLite from 'better-sqlite3'
 import t from 'tap'
+import { cachingStatements } from '../src/database.js'
 import { assertProblem, build, ENGINE } from './helpers.js'
 
 t.test('health', async (t) => {
@@ -108,4 +110,23 @@ t.test('logs never carry the bearer token', async (t) => {
   await app.inject({ url: '/echo-headers', headers: { authorization: 'Bearer very-secret-token' } })
   t.match(lines.join('\n'), /headers seen/, 'requests were logged')
   t.notMatch(lines.join('\n'), /very-secret-token/)
+})
+
+t.test('the embedded engine keeps prepared statements, bounded, least recently used first out', async (t) => {
+  const sqlite = new SQLite(':memory:')
+  const db = cachingStatements(sqlite, 2)
+  t.teardown(() => db.close())
+  const a = db.prepare('select 1 as n')
+  t.equal(db.prepare('select 1 as n'), a, 'the same text gives the same statement')
+  t.same(a.all([]), [{ n: 1 }])
+  const b = db.prepare('select 2 as n')
+  db.prepare('select 1 as n') // a is now the most recently used
+  db.prepare('select 3 as n') // evicts b
+  t.equal(db.prepare('select 1 as n'), a, 'a recently used statement stays')
+  t.not(db.prepare('select 2 as n'), b, 'the least recently used one was dropped and is prepared anew')
+  sqlite.exec('create table t (x integer)')
+  const insert = db.prepare('insert into t (x) values (?)')
+  insert.run([1])
+  db.prepare('insert into t (x) values (?)').run([2])
+  t.same(db.prepare('select x from t order by x').all([]), [{ x: 1 }, { x: 2 }], 'a kept statement runs with new values')
 })
