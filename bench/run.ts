@@ -41,7 +41,8 @@ const CONNECTIONS = Number(args.connections)
 const SERVER = args['mysql-url']!.replace(/\/+$/, '')
 const DATABASE_URL = `${SERVER}/${args.database}`
 const RESULTS = 'bench/results'
-const TOKENS = `${RESULTS}/tokens.jsonl`
+// One tokens file per database: a reused database must be driven with its own users' tokens.
+const TOKENS = `${RESULTS}/tokens-${args.database}.jsonl`
 const PASSWORD = 'seed-password-1'
 const ADMIN = { email: 'bench-admin@example.com', password: 'bench-admin-password' }
 const ROSTER_PORT = 3301
@@ -259,10 +260,18 @@ async function main() {
     for (const p of plans) {
       console.log(`- ${p.query}: ${p.plan.map((r) => `${r.table} ${r.type} via ${r.key ?? '-'} (~${r.rows} rows${r.Extra ? `; ${r.Extra}` : ''})`).join(' → ')}${p.fullScan ? '  **FULL SCAN**' : ''}`)
     }
+    // Every request of every scenario should succeed: a refusal (an expired or foreign token, a saturated pool)
+    // measures the wrong thing, so such a run is reported as invalid and the command fails.
+    const failed = rows.filter((r) => r.errors + r.timeouts + r.non2xx > 0)
+    if (failed.length) {
+      console.log(`\n**INVALID RUN**: requests failed in ${failed.map((r) => `${r.target} ${r.scenario} (${r.errors} errors, ${r.timeouts} timeouts, ${r.non2xx} non-2xx)`).join(', ')}` +
+        (args.reuse ? '; with --reuse the seeded tokens may have expired: run without it to seed afresh' : ''))
+      process.exitCode = 1
+    }
     writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({
       at: new Date().toISOString(), users: USERS, duration: DURATION, rounds: ROUNDS, connections: CONNECTIONS, logLevel: args['log-level'],
       machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
-      rows, selfReadRounds: rounds, ratios, peakRssMb, plans
+      rows, selfReadRounds: rounds, ratios, peakRssMb, plans, valid: failed.length === 0
     }, null, 2))
     log(`figures in ${RESULTS}/latest.json`)
   } finally {
@@ -271,4 +280,4 @@ async function main() {
 }
 
 await main()
-process.exit(0)
+process.exit(process.exitCode ?? 0)
