@@ -159,3 +159,36 @@ t.test('SIGTERM under load finishes in-flight requests, then exits cleanly', asy
   t.equal(await exited, 0, `clean exit (${stderr.slice(0, 300)})`)
   await t.rejects(fetch(`${base}/health/live`), 'no longer listening')
 })
+
+t.test('at info level the buffered access log is complete when the service stops', async (t) => {
+  const url = await sharedDatabase(t)
+  const port = await freePort()
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/server.ts')], {
+    cwd: root,
+    env: {
+      ...process.env, PORT: String(port), LOG_LEVEL: 'info', ADMIN_EMAIL: 'root@example.com', ADMIN_PASSWORD: 'root-password-1',
+      DATABASE_URL: url, MAX_EVENT_LOOP_DELAY_MS: '0'
+    },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  let stdout = ''
+  child.stdout.on('data', (d) => { stdout += d })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  const base = `http://127.0.0.1:${port}`
+  let up = false
+  for (let i = 0; i < 200 && !up; i++) {
+    try { up = (await fetch(`${base}/health/ready`)).ok } catch { /* starting */ }
+    if (!up) await new Promise((r) => setTimeout(r, 100))
+  }
+  t.ok(up, 'the service started')
+  // Far fewer lines than the 4 KiB buffer holds, then a stop well within the one-second flush: only the flush on
+  // close can have written them.
+  for (let i = 0; i < 5; i++) await fetch(`${base}/health/live?n=${i}`)
+  child.kill('SIGTERM')
+  t.equal(await exited, 0, 'clean exit')
+  const lines = stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { msg?: string; url?: string; statusCode?: number })
+  const logged = lines.filter((l) => l.msg === 'request' && l.url?.startsWith('/health/live?n='))
+  t.equal(logged.length, 5, 'one line per request, none lost in the buffer')
+  t.ok(logged.every((l) => l.statusCode === 200))
+  t.ok(lines.some((l) => l.msg?.startsWith('shutting down')), 'the shutdown is logged too')
+})
