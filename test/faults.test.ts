@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process'
 import net from 'node:net'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { assertProblem, build, ENGINE, freshDatabase, MYSQL_URL, newUser, sharedDatabase } from './helpers.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
@@ -118,34 +118,49 @@ async function freePort(): Promise<number> {
   return port
 }
 
-t.test('SIGTERM under load finishes in-flight requests, then exits cleanly', async (t) => {
+/**
+ * The service from its sources, in a process of its own on a fresh shared database, waited for until it is ready.
+ * `onLine` receives each line it writes to stdout; `exited` settles once the process has ended and its output is
+ * all read.
+ */
+async function startService(t: Test, env: Record<string, string>, onLine: (line: string) => void = () => {}) {
   const url = await sharedDatabase(t)
   const port = await freePort()
   const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/server.ts')], {
     cwd: root,
     env: {
-      ...process.env, PORT: String(port), LOG_LEVEL: 'debug', ADMIN_EMAIL: 'root@example.com', ADMIN_PASSWORD: 'root-password-1',
-      DATABASE_URL: url, MAX_EVENT_LOOP_DELAY_MS: '0'
+      ...process.env, PORT: String(port), ADMIN_EMAIL: 'root@example.com', ADMIN_PASSWORD: 'root-password-1',
+      DATABASE_URL: url, MAX_EVENT_LOOP_DELAY_MS: '0', ...env
     },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let stderr = ''
   child.stderr.on('data', (d) => { stderr += d })
-  // At debug level the service logs every request it receives: count the logins it has in hand.
-  let received = 0
   let pending = ''
   child.stdout.on('data', (d) => {
     pending += d
     const lines = pending.split('\n')
     pending = lines.pop() ?? ''
-    for (const line of lines) if (line.includes('"request received"') && line.includes('/auth/tokens')) received++
+    for (const line of lines) onLine(line)
   })
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
   const base = `http://127.0.0.1:${port}`
-  for (let i = 0; i < 200; i++) {
-    try { if ((await fetch(`${base}/health/ready`)).ok) break } catch { /* starting */ }
-    await new Promise((r) => setTimeout(r, 100))
+  let up = false
+  for (let i = 0; i < 200 && !up; i++) {
+    try { up = (await fetch(`${base}/health/ready`)).ok } catch { /* starting */ }
+    if (!up) await new Promise((r) => setTimeout(r, 100))
   }
+  return { child, base, up, exited, stderr: () => stderr }
+}
+
+t.test('SIGTERM under load finishes in-flight requests, then exits cleanly', async (t) => {
+  // At debug level the service logs every request it receives: count the logins it has in hand.
+  let received = 0
+  const service = await startService(t, { LOG_LEVEL: 'debug' }, (line) => {
+    if (line.includes('"request received"') && line.includes('/auth/tokens')) received++
+  })
+  const { child, base, exited } = service
+  t.ok(service.up, 'the service started')
   // Logins take tens of milliseconds each (argon2id, at most four at a time): the signal comes once the service
   // has received all eight, so they are in flight when it arrives.
   const inflight = Array.from({ length: 8 }, () => fetch(`${base}/auth/tokens`, {
@@ -156,37 +171,19 @@ t.test('SIGTERM under load finishes in-flight requests, then exits cleanly', asy
   child.kill('SIGTERM')
   const statuses = await Promise.all(inflight)
   t.same(statuses, Array(8).fill(201), 'every in-flight request completed')
-  t.equal(await exited, 0, `clean exit (${stderr.slice(0, 300)})`)
+  t.equal(await exited, 0, `clean exit (${service.stderr().slice(0, 300)})`)
   await t.rejects(fetch(`${base}/health/live`), 'no longer listening')
 })
 
 t.test('at info level the buffered access log is complete when the service stops', async (t) => {
-  const url = await sharedDatabase(t)
-  const port = await freePort()
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/server.ts')], {
-    cwd: root,
-    env: {
-      ...process.env, PORT: String(port), LOG_LEVEL: 'info', ADMIN_EMAIL: 'root@example.com', ADMIN_PASSWORD: 'root-password-1',
-      DATABASE_URL: url, MAX_EVENT_LOOP_DELAY_MS: '0'
-    },
-    stdio: ['ignore', 'pipe', 'pipe']
-  })
-  let stdout = ''
-  child.stdout.on('data', (d) => { stdout += d })
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
-  const base = `http://127.0.0.1:${port}`
-  let up = false
-  for (let i = 0; i < 200 && !up; i++) {
-    try { up = (await fetch(`${base}/health/ready`)).ok } catch { /* starting */ }
-    if (!up) await new Promise((r) => setTimeout(r, 100))
-  }
+  const lines: Array<{ msg?: string; url?: string; statusCode?: number }> = []
+  const { child, base, up, exited } = await startService(t, { LOG_LEVEL: 'info' }, (line) => lines.push(JSON.parse(line)))
   t.ok(up, 'the service started')
   // Far fewer lines than the 4 KiB buffer holds, then a stop well within the one-second flush: only the flush on
   // close can have written them.
   for (let i = 0; i < 5; i++) await fetch(`${base}/health/live?n=${i}`)
   child.kill('SIGTERM')
   t.equal(await exited, 0, 'clean exit')
-  const lines = stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { msg?: string; url?: string; statusCode?: number })
   const logged = lines.filter((l) => l.msg === 'request' && l.url?.startsWith('/health/live?n='))
   t.equal(logged.length, 5, 'one line per request, none lost in the buffer')
   t.ok(logged.every((l) => l.statusCode === 200))

@@ -1,9 +1,15 @@
 import type { Redis } from 'ioredis'
 
+/** The count in a key's current window and the milliseconds left in it. */
+export interface Hit {
+  count: number
+  ttlMs: number
+}
+
 /** Counts events per key over a fixed window that starts with the first event. */
 export interface WindowCounter {
-  /** Adds one event; returns the count in the current window and the milliseconds left in it. */
-  hit(key: string, windowMs: number): Promise<{ count: number; ttlMs: number }>
+  /** Adds one event. An in-process counter answers at once; a shared one with a promise. */
+  hit(key: string, windowMs: number): Hit | Promise<Hit>
   /** The current count without adding to it. */
   peek(key: string): Promise<{ count: number; ttlMs: number }>
   clear(key: string): Promise<void>
@@ -27,8 +33,7 @@ export class MemoryCounter implements WindowCounter {
     for (const [key, entry] of this.entries) if (entry.expires <= now) this.entries.delete(key)
   }
 
-  /** `hit` without a promise, for the hot path. */
-  hitNow(key: string, windowMs: number): { count: number; ttlMs: number } {
+  hit(key: string, windowMs: number): Hit {
     const now = Date.now()
     let entry = this.entries.get(key)
     if (!entry || entry.expires <= now) {
@@ -52,10 +57,6 @@ export class MemoryCounter implements WindowCounter {
 
   get size(): number {
     return this.entries.size
-  }
-
-  async hit(key: string, windowMs: number) {
-    return this.hitNow(key, windowMs)
   }
 
   async peek(key: string) {
@@ -84,7 +85,7 @@ export class RedisCounter implements WindowCounter {
     if (!('rosterHit' in redis)) redis.defineCommand('rosterHit', { numberOfKeys: 1, lua: HIT })
   }
 
-  async hit(key: string, windowMs: number) {
+  async hit(key: string, windowMs: number): Promise<Hit> {
     const hit = (this.redis as unknown as { rosterHit: (key: string, windowMs: string) => Promise<[number, number]> }).rosterHit
     const [count, ttl] = await hit.call(this.redis, this.prefix + key, String(windowMs))
     return { count, ttlMs: Math.max(ttl, 0) }

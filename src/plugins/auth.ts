@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { forbidden, unauthenticated } from '../lib/errors.js'
-import { prependRouteHook } from '../lib/route-hooks.js'
+import { addRouteHook } from '../lib/route-hooks.js'
 import { tokenHash } from '../lib/secrets.js'
 import { callerLookup } from '../repositories/tokens.js'
 import type { AuthRule } from '../types.js'
@@ -73,7 +73,7 @@ export default fp<AuthOptions>(async (app, options) => {
     }
     route.config = { ...route.config, auth: rule }
     for (const method of [route.method].flat()) catalogue.push({ method, url: route.url, rule })
-    prependRouteHook(route, 'onRequest', authenticate(rule))
-    if (rule !== 'public') prependRouteHook(route, 'preHandler', authorize(rule))
+    addRouteHook(route, 'onRequest', authenticate(rule))
+    if (rule !== 'public') addRouteHook(route, 'preHandler', authorize(rule))
   })
 }, { name: 'auth', dependencies: ['db', 'errors'], fastify: '5.x' })

@@ -3,7 +3,7 @@ import multipart from '@fastify/multipart'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { ApiError, validationFailed } from '../lib/errors.js'
-import { prependRouteHook } from '../lib/route-hooks.js'
+import { addRouteHook } from '../lib/route-hooks.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -32,6 +32,27 @@ function addField(body: Record<string, unknown>, name: string, value: string) {
   body[name] = existing === undefined ? value : Array.isArray(existing) ? [...existing, value] : [existing, value]
 }
 
+/** Reads a multipart body's parts into one plain object, the request's body. */
+async function collectParts(request: FastifyRequest): Promise<void> {
+  const body: Record<string, unknown> = Object.create(null)
+  try {
+    for await (const part of request.parts()) {
+      if (part.type === 'file') {
+        addField(body, part.fieldname, fileText(await part.toBuffer(), part.fieldname))
+      } else {
+        if (part.valueTruncated) throw new ApiError(413, 'PAYLOAD_TOO_LARGE', `Field ${part.fieldname} is too large`)
+        addField(body, part.fieldname, String(part.value))
+      }
+    }
+  } catch (err) {
+    // Limits (413) and our own answers carry a status; anything else thrown while reading the stream is a
+    // malformed body: no boundary, a truncated part, a broken header.
+    if (typeof (err as { statusCode?: unknown }).statusCode === 'number') throw err
+    throw validationFailed('The multipart body is malformed', [{ path: '', in: 'body', message: (err as Error).message }])
+  }
+  request.body = body
+}
+
 /**
  * Request body encodings of the contract, app-wide: JSON (built in) and urlencoded forms. Plain text is a body only
  * where a key path says so (its own raw parser); elsewhere it is a 415. Multipart forms are accepted by the routes
@@ -54,30 +75,9 @@ export function withMultipart(routes: FastifyPluginAsync): FastifyPluginAsync {
   return async (scope) => {
     await scope.register(multipart, { limits: MULTIPART_LIMITS })
 
-    /** Reads a multipart body's parts into one plain object, the request's body. */
-    async function collectParts(request: FastifyRequest): Promise<void> {
-      const body: Record<string, unknown> = Object.create(null)
-      try {
-        for await (const part of request.parts()) {
-          if (part.type === 'file') {
-            addField(body, part.fieldname, fileText(await part.toBuffer(), part.fieldname))
-          } else {
-            if (part.valueTruncated) throw new ApiError(413, 'PAYLOAD_TOO_LARGE', `Field ${part.fieldname} is too large`)
-            addField(body, part.fieldname, String(part.value))
-          }
-        }
-      } catch (err) {
-        // Limits (413) and our own answers carry a status; anything else thrown while reading the stream is a
-        // malformed body: no boundary, a truncated part, a broken header.
-        if (typeof (err as { statusCode?: unknown }).statusCode === 'number') throw err
-        throw validationFailed('The multipart body is malformed', [{ path: '', in: 'body', message: (err as Error).message }])
-      }
-      request.body = body
-    }
-
     // A request that is not multipart passes this step synchronously.
     scope.addHook('onRoute', (route) => {
-      prependRouteHook(route, 'preValidation', (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+      addRouteHook(route, 'preValidation', (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
         if (!request.isMultipart()) return done()
         collectParts(request).then(() => done(), done)
       })

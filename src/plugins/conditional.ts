@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { noneMatch } from '../lib/etag.js'
-import { prependRouteHook } from '../lib/route-hooks.js'
+import { addRouteHook } from '../lib/route-hooks.js'
 
 type Done = (err: Error | null, payload?: unknown) => void
 
@@ -27,6 +27,6 @@ export default fp(async (app) => {
     done(null, null)
   }
   app.addHook('onRoute', (route) => {
-    if ([route.method].flat().some((method) => method === 'GET' || method === 'HEAD')) prependRouteHook(route, 'onSend', conditional)
+    if ([route.method].flat().some((method) => method === 'GET' || method === 'HEAD')) addRouteHook(route, 'onSend', conditional)
   })
 }, { name: 'conditional', fastify: '5.x' })

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { validationFailed } from '../lib/errors.js'
-import { prependRouteHook } from '../lib/route-hooks.js'
+import { addRouteHook } from '../lib/route-hooks.js'
 import { CANONICAL_ID } from '../lib/text.js'
 
 type Problem = { path: string; in: 'path' | 'query'; message: string }
@@ -19,7 +19,7 @@ export default fp(async (app) => {
     const queryIds = querystring?.properties?.id !== undefined
     if (pathIds.length === 0 && !queryIds) return
 
-    prependRouteHook(route, 'preValidation', (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+    addRouteHook(route, 'preValidation', (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
       const bad: Problem[] = []
       const params = request.params as Record<string, string>
       for (const key of pathIds) {

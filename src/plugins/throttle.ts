@@ -1,9 +1,9 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { Redis } from 'ioredis'
-import { MemoryCounter, RedisCounter, type WindowCounter } from '../lib/counters.js'
+import { MemoryCounter, RedisCounter, type Hit, type WindowCounter } from '../lib/counters.js'
 import { ApiError } from '../lib/errors.js'
-import { appendRouteHook } from '../lib/route-hooks.js'
+import { addRouteHook } from '../lib/route-hooks.js'
 import { normalizeAddress } from '../lib/text.js'
 
 const tooMany = (ttlMs: number, detail: string) =>
@@ -37,8 +37,10 @@ export default fp(async (app) => {
     await redis.connect()
   }
   const counter: WindowCounter = redis ? new RedisCounter(redis, `${config.REDIS_KEY_PREFIX}login:`) : new MemoryCounter()
+  const requests: WindowCounter = redis ? new RedisCounter(redis, `${config.REDIS_KEY_PREFIX}rl:`) : new MemoryCounter()
   app.addHook('onClose', async () => {
     counter.close()
+    requests.close()
     if (redis) await redis.quit().catch(() => redis?.disconnect())
   })
 
@@ -48,26 +50,24 @@ export default fp(async (app) => {
   const limitMax = config.RATE_LIMIT_MAX
   const limitWindowMs = config.RATE_LIMIT_WINDOW_SECONDS * 1000
   const limitDetail = `Too many requests: at most ${limitMax} per ${config.RATE_LIMIT_WINDOW_SECONDS} s`
-  const requests = redis ? new RedisCounter(redis, `${config.REDIS_KEY_PREFIX}rl:`) : new MemoryCounter()
-  app.addHook('onClose', async () => requests.close())
-  const verdict = (hit: { count: number; ttlMs: number }) => (hit.count > limitMax ? tooMany(hit.ttlMs, limitDetail) : undefined)
+  const verdict = (hit: Hit) => (hit.count > limitMax ? tooMany(hit.ttlMs, limitDetail) : undefined)
   const rateLimit = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
-    const key = request.caller ? `u${request.caller.id}` : `a${request.ip}`
-    if (requests instanceof MemoryCounter) return done(verdict(requests.hitNow(key, limitWindowMs)))
-    requests.hit(key, limitWindowMs).then((hit) => done(verdict(hit)), (err: unknown) => {
+    const hit = requests.hit(request.caller ? `u${request.caller.id}` : `a${request.ip}`, limitWindowMs)
+    if (!(hit instanceof Promise)) return done(verdict(hit))
+    hit.then((shared) => done(verdict(shared)), (err: unknown) => {
       request.log.warn({ err }, 'rate limit: the shared counter failed; request let through')
       done()
     })
   }
   app.addHook('onRoute', (route) => {
     if (route.url.startsWith('/health/')) return
-    appendRouteHook(route, 'preHandler', rateLimit) // after authorization
+    addRouteHook(route, 'preHandler', rateLimit, 'last') // after authorization
   })
 
   const windowMs = config.LOGIN_WINDOW_SECONDS * 1000
   const accountKey = (email: string) => `acct:${normalizeAddress(email)}`
   const clientKey = (request: FastifyRequest) => `addr:${request.ip}`
-  const safely = async <T>(what: string, fn: () => Promise<T>): Promise<T | undefined> => {
+  const safely = async <T>(what: string, fn: () => T | Promise<T>): Promise<T | undefined> => {
     try {
       return await fn()
     } catch (err) {
