@@ -1,10 +1,11 @@
 import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import SQLite from 'better-sqlite3'
-import { Kysely, Migrator, MysqlDialect, SqliteDialect, type SqliteDatabase } from 'kysely'
+import { Kysely, Migrator, SqliteDialect, type SqliteDatabase } from 'kysely'
 import { createPool } from 'mysql2'
 import type { Database } from '../db/types.js'
 import { migrationProvider } from '../db/migrations/index.js'
+import { PreparingMysqlDialect } from './lib/mysql-dialect.js'
 
 export type DialectName = 'mysql' | 'sqlite'
 
@@ -13,6 +14,9 @@ export interface DatabaseOptions {
   poolSize?: number
   queueLimit?: number
 }
+
+/** Prepared statements each MySQL connection keeps (least recently used closed first). */
+const MAX_PREPARED_STATEMENTS = 128
 
 export const DEFAULT_SQLITE_FILE = './data/roster.sqlite'
 
@@ -36,9 +40,12 @@ export function createDatabase(options: DatabaseOptions): { db: Kysely<Database>
       waitForConnections: true,
       enableKeepAlive: true,
       connectTimeout: 5000,
-      charset: 'utf8mb4_bin'
+      charset: 'utf8mb4_bin',
+      // Prepared statements kept per connection. Roster has a few dozen statement texts; the bound keeps a pool
+      // far below the server-wide max_prepared_stmt_count even with several instances on one server.
+      maxPreparedStatements: MAX_PREPARED_STATEMENTS
     })
-    return { db: new Kysely<Database>({ dialect: new MysqlDialect({ pool }) }), dialect: 'mysql' }
+    return { db: new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool) }), dialect: 'mysql' }
   }
   const file = sqlitePath(url)
   if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true })

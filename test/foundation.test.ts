@@ -1,4 +1,5 @@
 import SQLite from 'better-sqlite3'
+import { sql } from 'kysely'
 import t from 'tap'
 import { cachingStatements } from '../src/database.js'
 import { assertProblem, build, ENGINE } from './helpers.js'
@@ -129,4 +130,48 @@ t.test('the embedded engine keeps prepared statements, bounded, least recently u
   insert.run([1])
   db.prepare('insert into t (x) values (?)').run([2])
   t.same(db.prepare('select x from t order by x').all([]), [{ x: 1 }, { x: 2 }], 'a kept statement runs with new values')
+})
+
+t.test('MySQL: data statements run prepared, transactions keep one connection, a full server falls back to text', { skip: ENGINE !== 'mysql' && 'MySQL only' }, async (t) => {
+  const app = await build(t)
+  const db = app.db
+  const sessionCount = async (on: typeof db) => {
+    const { rows } = await sql<{ Value: string }>`show session status like 'Com_stmt_execute'`.execute(on)
+    return Number(rows[0]?.Value)
+  }
+  // Outside a transaction each statement borrows any pooled connection, so count server-wide.
+  const globalCount = async () => {
+    const { rows } = await sql<{ Value: string }>`show global status like 'Com_stmt_execute'`.execute(db)
+    return Number(rows[0]?.Value)
+  }
+  const before = await globalCount()
+  const admin = await db.selectFrom('users').select(['id', 'created_at']).where('id', '>', 0).limit(1).executeTakeFirstOrThrow()
+  t.ok((await globalCount()) > before, 'a select went through the binary protocol')
+  t.type(admin.id, 'number', 'ids come back as numbers')
+  t.type(admin.created_at, 'number', 'millisecond timestamps come back as numbers')
+
+  await db.transaction().execute(async (trx) => {
+    const first = await sql<{ id: number }>`select connection_id() as id`.execute(trx)
+    await trx.updateTable('users').set({ name: 'Inside' }).where('id', '=', admin.id).execute()
+    const second = await sql<{ id: number }>`select connection_id() as id`.execute(trx)
+    t.equal(first.rows[0]!.id, second.rows[0]!.id, 'one connection for the whole transaction')
+    t.ok((await sessionCount(trx)) >= 1, 'statements in the transaction ran prepared on its connection')
+  })
+  await t.rejects(db.transaction().execute(async (trx) => {
+    await trx.updateTable('users').set({ name: 'Rolled back' }).where('id', '=', admin.id).execute()
+    throw new Error('abort')
+  }), /abort/)
+  const { name } = await db.selectFrom('users').select('name').where('id', '=', admin.id).executeTakeFirstOrThrow()
+  t.equal(name, 'Inside', 'a failed transaction rolled back on its own connection')
+
+  // With no prepared-statement slot left on the server, statements still run (as text).
+  const { rows } = await sql<{ Value: string }>`show global variables like 'max_prepared_stmt_count'`.execute(db)
+  const saved = Number(rows[0]!.Value)
+  await sql`set global max_prepared_stmt_count = 0`.execute(db)
+  try {
+    const fresh = await db.selectFrom('users').select('name').where('name', '=', 'Inside').where('id', '>', -1).execute()
+    t.equal(fresh.length, 1, 'a new statement text ran as text')
+  } finally {
+    await sql`set global max_prepared_stmt_count = ${sql.lit(saved)}`.execute(db)
+  }
 })

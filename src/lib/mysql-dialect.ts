@@ -1,0 +1,144 @@
+import {
+  CompiledQuery, MysqlAdapter, MysqlIntrospector, MysqlQueryCompiler,
+  type DatabaseConnection, type DatabaseIntrospector, type Dialect, type DialectAdapter, type Driver, type Kysely,
+  type QueryCompiler, type QueryResult, type TransactionSettings
+} from 'kysely'
+import type { ExecuteValues, Pool, PoolConnection, QueryError } from 'mysql2'
+
+/** Statements sent as server-side prepared statements; everything else (DDL, transaction control) goes as text. */
+const PREPARED = /^\s*(select|insert|update|delete|with)\b/i
+
+/** MariaDB and MySQL refuse more prepared statements than max_prepared_stmt_count (16 382 by default), server-wide. */
+const TOO_MANY_STATEMENTS = 'ER_MAX_PREPARED_STMT_COUNT_REACHED'
+
+type Runner = Pick<Pool, 'query' | 'execute'>
+type Row = Record<string, unknown>
+type Packet = { insertId?: number; affectedRows?: number; changedRows?: number }
+
+/**
+ * Runs one statement: data statements as prepared statements (the server parses and plans the text once per
+ * connection, and values travel in binary), the rest as text. A server out of statement slots gets the text form.
+ */
+function run(on: Runner, sql: string, parameters: readonly unknown[]): Promise<QueryResult<Row>> {
+  const prepared = PREPARED.test(sql)
+  return new Promise((resolve, reject) => {
+    const done = (err: QueryError | null, result: unknown) => {
+      if (!err) return resolve(toQueryResult(result))
+      if (prepared && err.code === TOO_MANY_STATEMENTS) return on.query(sql, parameters as unknown[], done)
+      reject(err)
+    }
+    if (prepared) on.execute(sql, parameters as ExecuteValues[], done)
+    else on.query(sql, parameters as unknown[], done)
+  })
+}
+
+function toQueryResult(result: unknown): QueryResult<Row> {
+  if (Array.isArray(result)) return { rows: result as Row[] }
+  const packet = result as Packet | null
+  if (packet && typeof packet === 'object' && 'affectedRows' in packet) {
+    return {
+      rows: [],
+      insertId: packet.insertId ? BigInt(packet.insertId) : undefined,
+      numAffectedRows: packet.affectedRows === undefined ? undefined : BigInt(packet.affectedRows),
+      numChangedRows: packet.changedRows === undefined ? undefined : BigInt(packet.changedRows)
+    }
+  }
+  return { rows: [] }
+}
+
+/**
+ * What Kysely calls a connection. Outside a transaction it holds none: each statement borrows a pooled connection
+ * for exactly its own round trip (mysql2's pool does it with callbacks, no promise per step). A transaction binds
+ * one connection from `begin` until the session is released.
+ */
+class Session implements DatabaseConnection {
+  connection: PoolConnection | undefined
+  constructor(readonly pool: Pool) {}
+
+  executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    return run(this.connection ?? this.pool, query.sql, query.parameters) as Promise<QueryResult<R>>
+  }
+
+  async *streamQuery<R>(query: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
+    const own = this.connection === undefined
+    const connection = this.connection ?? (await this.bind())
+    try {
+      for await (const row of connection.query(query.sql, query.parameters as unknown[]).stream({ objectMode: true })) {
+        yield { rows: [row as R] }
+      }
+    } finally {
+      if (own) this.release()
+    }
+  }
+
+  bind(): Promise<PoolConnection> {
+    return new Promise((resolve, reject) => {
+      this.pool.getConnection((err, connection) => {
+        if (err) return reject(err)
+        this.connection = connection
+        resolve(connection)
+      })
+    })
+  }
+
+  release(): void {
+    this.connection?.release()
+    this.connection = undefined
+  }
+}
+
+class PreparingMysqlDriver implements Driver {
+  constructor(private readonly pool: Pool) {}
+  async init(): Promise<void> {}
+
+  async acquireConnection(): Promise<DatabaseConnection> {
+    return new Session(this.pool)
+  }
+
+  async beginTransaction(session: Session, settings: TransactionSettings): Promise<void> {
+    const connection = session.connection ?? (await session.bind())
+    const parts = [
+      ...(settings.isolationLevel ? [`isolation level ${settings.isolationLevel}`] : []),
+      ...(settings.accessMode ? [settings.accessMode] : [])
+    ]
+    if (parts.length) await run(connection, `set transaction ${parts.join(', ')}`, [])
+    await run(connection, 'begin', [])
+  }
+
+  async commitTransaction(session: Session): Promise<void> {
+    await session.executeQuery(CompiledQuery.raw('commit'))
+  }
+
+  async rollbackTransaction(session: Session): Promise<void> {
+    await session.executeQuery(CompiledQuery.raw('rollback'))
+  }
+
+  async releaseConnection(session: Session): Promise<void> {
+    session.release()
+  }
+
+  destroy(): Promise<void> {
+    return new Promise((resolve, reject) => this.pool.end((err) => (err ? reject(err) : resolve())))
+  }
+}
+
+/**
+ * Kysely's MySQL dialect with its own driver over a mysql2 pool: data statements run as server-side prepared
+ * statements, and a statement outside a transaction costs one pooled round trip with no connection checkout of
+ * its own. Query building, compiling and introspection are Kysely's MySQL ones.
+ */
+export class PreparingMysqlDialect implements Dialect {
+  constructor(private readonly pool: Pool) {}
+  createDriver(): Driver {
+    return new PreparingMysqlDriver(this.pool)
+  }
+  createQueryCompiler(): QueryCompiler {
+    return new MysqlQueryCompiler()
+  }
+  createAdapter(): DialectAdapter {
+    return new MysqlAdapter()
+  }
+  createIntrospector(db: Kysely<unknown>): DatabaseIntrospector {
+    return new MysqlIntrospector(db)
+  }
+}
