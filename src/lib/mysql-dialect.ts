@@ -87,12 +87,16 @@ class Session implements DatabaseConnection {
   }
 }
 
+/** Released sessions kept for reuse: a session holds nothing once released, so a busy service allocates none. */
+const SPARE_SESSIONS = 64
+
 class PreparingMysqlDriver implements Driver {
+  private readonly spare: Session[] = []
   constructor(private readonly pool: Pool) {}
   async init(): Promise<void> {}
 
   async acquireConnection(): Promise<DatabaseConnection> {
-    return new Session(this.pool)
+    return this.spare.pop() ?? new Session(this.pool)
   }
 
   async beginTransaction(session: Session, settings: TransactionSettings): Promise<void> {
@@ -115,6 +119,7 @@ class PreparingMysqlDriver implements Driver {
 
   async releaseConnection(session: Session): Promise<void> {
     session.release()
+    if (this.spare.length < SPARE_SESSIONS) this.spare.push(session)
   }
 
   destroy(): Promise<void> {
