@@ -1,7 +1,9 @@
 import SQLite from 'better-sqlite3'
 import { sql } from 'kysely'
 import t from 'tap'
+import fc from 'fast-check'
 import { cachingStatements } from '../src/database.js'
+import { isoTimestamp } from '../src/lib/timestamps.js'
 import { assertProblem, build, ENGINE } from './helpers.js'
 
 t.test('health', async (t) => {
@@ -174,4 +176,17 @@ t.test('MySQL: data statements run prepared, transactions keep one connection, a
   } finally {
     await sql`set global max_prepared_stmt_count = ${sql.lit(saved)}`.execute(db)
   }
+})
+
+t.test('timestamps are written exactly as Date writes them', async (t) => {
+  const edges = [0, -1, 1, 951_782_400_000, 951_868_799_999, 4_107_542_400_000, -62_167_219_200_000, -62_167_219_200_001,
+    253_402_300_799_999, 253_402_300_800_000, -2_208_988_800_000, Date.now(), 1.5, Number.MAX_SAFE_INTEGER]
+  for (const ms of edges) {
+    const expected = Number.isFinite(new Date(ms).getTime()) ? new Date(ms).toISOString() : undefined
+    if (expected === undefined) t.throws(() => isoTimestamp(ms), RangeError, `${ms} is out of Date's range`)
+    else t.equal(isoTimestamp(ms), expected, String(ms))
+  }
+  fc.assert(fc.property(fc.integer({ min: -62_167_219_200_000 - 86_400_000, max: 253_402_300_800_000 + 86_400_000 }),
+    (ms) => isoTimestamp(ms) === new Date(ms).toISOString()), { numRuns: 20_000 })
+  t.pass('20 000 generated timestamps agree')
 })

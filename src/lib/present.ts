@@ -2,8 +2,8 @@ import type { Email } from '../../schemas/email.js'
 import type { User } from '../../schemas/user.js'
 import type { EmailRow } from '../repositories/emails.js'
 import type { UserRow } from '../repositories/users.js'
+import { isoTimestamp as iso } from './timestamps.js'
 
-const iso = (ms: number) => new Date(ms).toISOString()
 
 export const userPath = (id: number) => `/users/${id}`
 export const emailPath = (userId: number, emailId: number) => `/users/${userId}/emails/${emailId}`
