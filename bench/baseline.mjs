@@ -1,11 +1,13 @@
 // The reference for scenario 1: a bare node:http server with mysql2 doing what Roster does for GET /users/{id}
 // when a caller reads itself (token lookup joined with the user and its primary address, one query), with
-// hand-written routing and JSON.stringify. No framework, no validation, no logging.
+// hand-written routing and JSON.stringify. No framework, no validation, no logging. STATEMENTS=prepared sends the
+// lookup as a server-side prepared statement (`execute`) instead of a text query, as Roster's driver does.
 import { createHash } from 'node:crypto'
 import http from 'node:http'
 import { createPool } from 'mysql2/promise'
 
 const pool = createPool({ uri: process.env.MYSQL_URL, connectionLimit: Number(process.env.POOL_SIZE ?? 10) })
+const prepared = process.env.STATEMENTS === 'prepared'
 const SQL = 'select users.id, users.name, emails.address as email, users.status, users.role, users.version, ' +
   'users.created_at, users.updated_at from tokens inner join users on users.id = tokens.user_id ' +
   'left join emails on emails.primary_user_id = users.id ' +
@@ -24,7 +26,7 @@ http.createServer(async (req, res) => {
     const auth = req.headers.authorization ?? ''
     if (!auth.startsWith('Bearer ')) return send(res, 401, { code: 'UNAUTHENTICATED' })
     const hash = createHash('sha256').update(auth.slice(7)).digest('hex')
-    const [rows] = await pool.query(SQL, [hash, Date.now(), 'ACTIVE'])
+    const [rows] = prepared ? await pool.execute(SQL, [hash, Date.now(), 'ACTIVE']) : await pool.query(SQL, [hash, Date.now(), 'ACTIVE'])
     const u = rows[0]
     if (!u) return send(res, 401, { code: 'UNAUTHENTICATED' })
     if (u.id !== Number(m[1])) return send(res, 401, { code: 'FORBIDDEN' })

@@ -1,12 +1,12 @@
 // npm run bench [-- --users 20000 --duration 10 --rounds 5 --connections 50 --reuse --scenarios self-read,login]
 //
 // Seeds MySQL/MariaDB (a database of its own, `roster_bench` by default), starts the built service and the bare
-// node:http + mysql2 baseline, warms both up, then runs each autocannon scenario in a separate process for a fixed
-// time at a fixed concurrency. Scenario 1 runs in rounds that alternate the baseline and Roster (ABBA order), so
-// that a change in the machine's speed during the run weighs on both alike; its ratios are the medians of the
-// rounds' ratios. Prints requests/s, p50, p99, errors, non-2xx, the server's CPU time per request and its peak
-// RSS per scenario, Roster's scenario-1 throughput and p99 as ratios of the baseline's, and the EXPLAIN of the
-// collection queries. Writes everything to bench/results/latest.json.
+// node:http + mysql2 baseline twice (text queries, and prepared statements as Roster sends them), warms them up,
+// then runs each autocannon scenario in a separate process for a fixed time at a fixed concurrency. Scenario 1 runs
+// in rounds that alternate the three (ABC, then CBA), so that a change in the machine's speed during the run weighs
+// on all alike; its ratios are the medians of the rounds' ratios. Prints requests/s, p50, p99, errors, non-2xx, the
+// server's CPU time per request and its peak RSS per scenario, Roster's scenario-1 throughput and p99 as ratios of
+// each baseline's, and the EXPLAIN of the collection queries. Writes everything to bench/results/latest.json.
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
@@ -47,6 +47,7 @@ const PASSWORD = 'seed-password-1'
 const ADMIN = { email: 'bench-admin@example.com', password: 'bench-admin-password' }
 const ROSTER_PORT = 3301
 const BASELINE_PORT = 3302
+const PREPARED_BASELINE_PORT = 3303
 
 const log = (line: string) => console.log(`# ${line}`)
 
@@ -98,9 +99,13 @@ function startRoster(): ChildProcess {
   })
 }
 
-function startBaseline(): ChildProcess {
+/**
+ * The baseline, bare: `text` sends each lookup as a text query (mysql2's `pool.query`, what a bare server usually
+ * does), `prepared` as a server-side prepared statement (`pool.execute`, what Roster's driver does).
+ */
+function startBaseline(statements: 'text' | 'prepared', port: number): ChildProcess {
   return fork('bench/baseline.mjs', [], {
-    env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(BASELINE_PORT), POOL_SIZE: '10' },
+    env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(port), POOL_SIZE: '10', STATEMENTS: statements },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc']
   })
 }
@@ -119,6 +124,10 @@ function memoryKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 
 interface Figures { scenario: string; rps: number; p50: number; p99: number; errors: number; timeouts: number; non2xx: number; total: number }
 type Measured = Figures & { peakRssMb: number; cpuUsPerRequest: number }
+
+/** Scenario 1's targets, in the order of odd rounds (even rounds run them in reverse). */
+const TARGETS = ['baseline', 'baseline-prepared', 'roster'] as const
+type Target = typeof TARGETS[number]
 
 /** Runs one scenario in its own process while sampling the server's resident memory. */
 async function load(target: { url: string; pid: number }, scenario: string, duration: number, adminToken: string): Promise<Measured> {
@@ -194,38 +203,42 @@ async function main() {
   await prepareDatabase()
 
   const roster = startRoster()
-  const baseline = startBaseline()
-  const stop = () => { roster.kill('SIGTERM'); baseline.kill('SIGTERM') }
+  const baseline = startBaseline('text', BASELINE_PORT)
+  const preparedBaseline = startBaseline('prepared', PREPARED_BASELINE_PORT)
+  const stop = () => { roster.kill('SIGTERM'); baseline.kill('SIGTERM'); preparedBaseline.kill('SIGTERM') }
   process.on('exit', stop)
   try {
     await waitFor(`http://127.0.0.1:${ROSTER_PORT}/health/ready`)
     await waitFor(`http://127.0.0.1:${BASELINE_PORT}/`)
+    await waitFor(`http://127.0.0.1:${PREPARED_BASELINE_PORT}/`)
     const login = await fetch(`http://127.0.0.1:${ROSTER_PORT}/auth/tokens`, {
       method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
     })
     const adminToken = ((await login.json()) as { token: string }).token
-    const rosterTarget = { url: `http://127.0.0.1:${ROSTER_PORT}`, pid: roster.pid! }
-    const baselineTarget = { url: `http://127.0.0.1:${BASELINE_PORT}`, pid: baseline.pid! }
+    const targets: Record<Target, { url: string; pid: number }> = {
+      baseline: { url: `http://127.0.0.1:${BASELINE_PORT}`, pid: baseline.pid! },
+      'baseline-prepared': { url: `http://127.0.0.1:${PREPARED_BASELINE_PORT}`, pid: preparedBaseline.pid! },
+      roster: { url: `http://127.0.0.1:${ROSTER_PORT}`, pid: roster.pid! }
+    }
+    const rosterTarget = targets.roster
 
     if (args.scenarios) {
       log('warming up (3 s each)')
-      await load(baselineTarget, 'self-read', 3, adminToken)
-      await load(rosterTarget, 'self-read', 3, adminToken)
+      for (const target of TARGETS) await load(targets[target], 'self-read', 3, adminToken)
     }
 
     const rows: Array<Measured & { target: string }> = []
-    const rounds: Array<{ baseline: Measured; roster: Measured }> = []
+    const rounds: Array<Record<Target, Measured>> = []
     for (const scenario of args.scenarios!.split(',').filter(Boolean)) {
       if (scenario === 'self-read') {
         for (let round = 1; round <= ROUNDS; round++) {
-          const order = round % 2 === 1 ? ['baseline', 'roster'] as const : ['roster', 'baseline'] as const
+          const order = round % 2 === 1 ? TARGETS : [...TARGETS].reverse()
           log(`${scenario} round ${round}/${ROUNDS}: ${order.join(', then ')}, ${DURATION} s each at ${CONNECTIONS} connections`)
-          const pair: Partial<Record<'baseline' | 'roster', Measured>> = {}
-          for (const target of order) pair[target] = await load(target === 'roster' ? rosterTarget : baselineTarget, scenario, DURATION, adminToken)
-          rounds.push(pair as { baseline: Measured; roster: Measured })
+          const measured: Partial<Record<Target, Measured>> = {}
+          for (const target of order) measured[target] = await load(targets[target], scenario, DURATION, adminToken)
+          rounds.push(measured as Record<Target, Measured>)
         }
-        rows.push({ target: 'baseline', ...combine(rounds.map((r) => r.baseline)) })
-        rows.push({ target: 'roster', ...combine(rounds.map((r) => r.roster)) })
+        for (const target of TARGETS) rows.push({ target, ...combine(rounds.map((r) => r[target])) })
         continue
       }
       log(`roster: ${scenario}, ${DURATION} s at ${CONNECTIONS} connections`)
@@ -247,14 +260,19 @@ async function main() {
     }
     let ratios
     if (rounds.length) {
-      const perRound = rounds.map((r) => ({ throughput: r.roster.rps / r.baseline.rps, p99: r.roster.p99 / Math.max(r.baseline.p99, 1) }))
-      ratios = { throughput: median(perRound.map((r) => r.throughput)), p99: median(perRound.map((r) => r.p99)), rounds: perRound }
+      const against = (reference: Exclude<Target, 'roster'>) => {
+        const perRound = rounds.map((r) => ({ throughput: r.roster.rps / r[reference].rps, p99: r.roster.p99 / Math.max(r[reference].p99, 1) }))
+        return { throughput: median(perRound.map((r) => r.throughput)), p99: median(perRound.map((r) => r.p99)), rounds: perRound }
+      }
+      ratios = { baseline: against('baseline'), 'baseline-prepared': against('baseline-prepared') }
       const selfReadRss = rows.find((r) => r.target === 'roster' && r.scenario === 'self-read')!.peakRssMb
-      console.log(`\nScenario 1 (self-read) against the baseline, median of ${rounds.length} rounds: throughput ${fmt(ratios.throughput, 2)}× ` +
-        `(target ≥ 0.90), p99 ${fmt(ratios.p99, 2)}× (target ≤ 1.20); Roster peak RSS ${selfReadRss} MB during it (target < 150 MB), ` +
+      const { baseline: text, 'baseline-prepared': prepared } = ratios
+      console.log(`\nScenario 1 (self-read) against the baseline, median of ${rounds.length} rounds: throughput ${fmt(text.throughput, 2)}× ` +
+        `(target ≥ 0.90), p99 ${fmt(text.p99, 2)}× (target ≤ 1.20); Roster peak RSS ${selfReadRss} MB during it (target < 150 MB), ` +
         `${peakRssMb} MB over the whole run`)
-      console.log(`Rounds: ${perRound.map((r, i) => `${i + 1}: ${fmt(rounds[i]!.baseline.rps)} vs ${fmt(rounds[i]!.roster.rps)} req/s, ` +
-        `${fmt(r.throughput, 2)}× / p99 ${fmt(r.p99, 2)}×`).join('; ')}`)
+      console.log(`Against the baseline on prepared statements too (the framework's own cost): throughput ${fmt(prepared.throughput, 2)}×, ` +
+        `p99 ${fmt(prepared.p99, 2)}×`)
+      console.log(`Rounds (req/s of baseline, baseline-prepared, roster): ${rounds.map((r, i) => `${i + 1}: ${TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
     console.log('\n### Query plans (EXPLAIN)\n')
     for (const p of plans) {
