@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import { parseArgs } from 'node:util'
 import { CompiledQuery } from 'kysely'
-import { createConnection } from 'mysql2/promise'
+import { createConnection, type Connection } from 'mysql2/promise'
 import { createDatabase } from '../src/database.js'
 import { tokenHash } from '../src/lib/secrets.js'
 import { callerQuery } from '../src/repositories/tokens.js'
@@ -168,8 +168,28 @@ function combine(rounds: Measured[]): Measured {
   }
 }
 
-async function explain(sample: SeededUser, narrow: SeededUser): Promise<Array<{ query: string; plan: Array<Record<string, unknown>>; fullScan: boolean }>> {
+interface Plan { query: string; plan: Array<Record<string, unknown>>; fullScan: boolean; rowsRead: number }
+
+/**
+ * The rows the storage engine reads for one execution of a statement as Roster runs it (prepared, with its
+ * values bound): the growth of the session's Handler_read_* counters, less what reading those counters costs.
+ */
+async function rowsRead(conn: Connection, sql: string, parameters: readonly unknown[]): Promise<number> {
+  const counters = async () => {
+    const [rows] = await conn.query("show session status like 'Handler_read%'") as unknown as [Array<{ Value: string }>]
+    return rows.reduce((n, r) => n + Number(r.Value), 0)
+  }
+  await conn.execute(sql, parameters as never) // prepares it
+  const before = await counters()
+  await conn.execute(sql, parameters as never)
+  const after = await counters()
+  const overhead = (await counters()) - after
+  return after - before - overhead
+}
+
+async function explain(sample: SeededUser, narrow: SeededUser): Promise<Plan[]> {
   const { db } = createDatabase({ url: DATABASE_URL })
+  const conn = await createConnection(DATABASE_URL)
   const deep = Math.max(0, USERS - 100)
   const queries = {
     'first page': listUsersQuery(db, {}, 0, 50),
@@ -186,9 +206,10 @@ async function explain(sample: SeededUser, narrow: SeededUser): Promise<Array<{ 
       const compiled = query.compile()
       const result = await db.executeQuery<Record<string, unknown>>(CompiledQuery.raw(`explain ${compiled.sql}`, [...compiled.parameters]))
       const plan = result.rows.map((r) => ({ table: r.table, type: r.type, key: r.key, rows: r.rows, Extra: r.Extra }))
-      out.push({ query: name, plan, fullScan: plan.some((p) => p.type === 'ALL' || p.type === 'index') })
+      out.push({ query: name, plan, fullScan: plan.some((p) => p.type === 'ALL' || p.type === 'index'), rowsRead: await rowsRead(conn, compiled.sql, compiled.parameters) })
     }
   } finally {
+    await conn.end()
     await db.destroy()
   }
   return out
@@ -274,9 +295,10 @@ async function main() {
         `p99 ${fmt(prepared.p99, 2)}×`)
       console.log(`Rounds (req/s of baseline, baseline-prepared, roster): ${rounds.map((r, i) => `${i + 1}: ${TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
-    console.log('\n### Query plans (EXPLAIN)\n')
+    console.log('\n### Query plans (EXPLAIN), and the rows one prepared execution read\n')
     for (const p of plans) {
-      console.log(`- ${p.query}: ${p.plan.map((r) => `${r.table} ${r.type} via ${r.key ?? '-'} (~${r.rows} rows${r.Extra ? `; ${r.Extra}` : ''})`).join(' → ')}${p.fullScan ? '  **FULL SCAN**' : ''}`)
+      console.log(`- ${p.query}: ${p.plan.map((r) => `${r.table} ${r.type} via ${r.key ?? '-'} (~${r.rows} rows${r.Extra ? `; ${r.Extra}` : ''})`).join(' → ')}${p.fullScan ? '  **FULL SCAN**' : ''}; ` +
+        `${p.rowsRead} rows read`)
     }
     // Every request of every scenario should succeed: a refusal (an expired or foreign token, a saturated pool)
     // measures the wrong thing, so such a run is reported as invalid and the command fails.
