@@ -1,7 +1,6 @@
 import type { IncomingMessage } from 'node:http'
 import { AjvCompiler } from '@fastify/ajv-compiler'
 import Fastify, { LogController } from 'fastify'
-import pino from 'pino'
 import type { BuildCompilerFromPool } from '@fastify/ajv-compiler'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from '../schemas/config.js'
@@ -14,6 +13,7 @@ import configPlugin from './plugins/config.js'
 import dbPlugin from './plugins/db.js'
 import errorsPlugin, { sendProblem } from './plugins/errors.js'
 import { validationFailed } from './lib/errors.js'
+import { LogBatch } from './lib/log-batch.js'
 import idsPlugin from './plugins/ids.js'
 import openapiPlugin, { DOCS_PREFIX } from './plugins/openapi.js'
 import pressurePlugin from './plugins/pressure.js'
@@ -57,14 +57,14 @@ const LOG_BUFFER_BYTES = 4096
 const LOG_FLUSH_MS = 1000
 
 /**
- * Standard output, buffered: at `info` and above a busy service writes one line per request, and a write per line
- * would cost a system call per request. Lines are gathered up to LOG_BUFFER_BYTES and written without blocking,
- * flushed at least every LOG_FLUSH_MS, when the app closes, and (by pino) when the process exits. At `debug` and
- * `trace`, for watching a service live, every line is written at once.
+ * Standard output, batched: at `info` and above a busy service writes one line per request, and a write per line
+ * would cost a system call per request. Lines are gathered up to LOG_BUFFER_BYTES and written in one call, at
+ * least every LOG_FLUSH_MS, when the app closes, and when the process exits. At `debug` and `trace`, for
+ * watching a service live, every line is written at once.
  */
 function bufferedStdout(level: Config['LOG_LEVEL']) {
   if (level === 'debug' || level === 'trace' || level === 'silent') return undefined
-  return pino.destination({ dest: 1, sync: false, minLength: LOG_BUFFER_BYTES })
+  return new LogBatch(LOG_BUFFER_BYTES)
 }
 
 export interface BuildOptions {
@@ -104,7 +104,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
     flusher.unref()
     app.addHook('onClose', (_app, done) => {
       clearInterval(flusher)
-      stdout.flushSync()
+      stdout.close()
       done()
     })
   }

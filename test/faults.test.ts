@@ -189,3 +189,27 @@ t.test('at info level the buffered access log is complete when the service stops
   t.ok(logged.every((l) => l.statusCode === 200))
   t.ok(lines.some((l) => l.msg?.startsWith('shutting down')), 'the shutdown is logged too')
 })
+
+t.test('batched log lines reach stdout however the process ends', async (t) => {
+  const script = (ending: string) => [
+    `import { LogBatch } from ${JSON.stringify(join(root, 'src/lib/log-batch.ts'))}`,
+    'const out = new LogBatch(4096)',
+    'for (let i = 1; i <= 300; i++) out.write(`{"line":${i},"pad":"${"x".repeat(40)}"}\\n`)', // three batches and a part
+    ending
+  ].join('\n')
+  const endings = {
+    'process.exit()': 'process.exit(0)',
+    'the event loop running dry': '',
+    'an uncaught exception': 'setImmediate(() => { throw new Error("boom") })',
+    'a late line after close()': 'out.close(); out.write(`{"line":301}\\n`)'
+  }
+  for (const [name, ending] of Object.entries(endings)) {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(ending)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    await new Promise((resolve) => child.on('close', resolve))
+    const lines = out.trim().split('\n').map((l) => JSON.parse(l).line)
+    const expected = Array.from({ length: name.includes('late') ? 301 : 300 }, (_, i) => i + 1)
+    t.same(lines, expected, `every line, in order, after ${name}`)
+  }
+})
