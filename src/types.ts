@@ -23,6 +23,11 @@ declare module 'fastify' {
     cursors: CursorCodec
     /** Every route with its authorization rule, as registered. */
     routeRules: ReadonlyArray<{ method: string; url: string; rule: AuthRule }>
+    /**
+     * Adds a step run when a request is refused at authentication (no caller on a route that needs one), before
+     * the 401: a step may answer instead with an error of its own (the rate limit's 429).
+     */
+    onAuthRefusal(step: (request: FastifyRequest) => Error | undefined | Promise<Error | undefined>): void
   }
   interface FastifyRequest {
     caller: Caller | null

@@ -80,6 +80,26 @@ t.test('the general rate limit counts per caller', async (t) => {
   t.equal(other.statusCode, 200, 'another user, from the same address as the limited one, has its own bucket')
 })
 
+t.test('requests refused at authentication count against their address', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_SECONDS: '60' } })
+  const user = await newUser(app)
+  const from = '203.0.113.7'
+  const read = (headers: Record<string, string>) => app.inject({ url: `/users/${user.id}`, headers, remoteAddress: from })
+  const refused = [
+    await read({}),
+    await read({ authorization: 'Bearer not-a-token-of-ours' }),
+    await read({ authorization: 'Basic dXNlcjpwYXNz' })
+  ]
+  t.same(refused.map((r) => r.statusCode), [401, 401, 401], 'refused while within the limit')
+  const limited = await read({ authorization: 'Bearer still-not-a-token' })
+  assertProblem(t, limited, 429, 'RATE_LIMITED')
+  t.ok(Number(limited.headers['retry-after']) > 0, 'Retry-After')
+  const login = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: user.password }, remoteAddress: from })
+  assertProblem(t, login, 429, 'RATE_LIMITED', 'the address is over its anonymous limit on public routes too')
+  t.equal((await read(user.headers)).statusCode, 200, 'a valid caller from that address counts in its own bucket')
+  t.equal((await app.inject({ url: `/users/${user.id}`, remoteAddress: '203.0.113.8' })).statusCode, 401, 'another address is not held')
+})
+
 t.test('with Redis, limits are shared by every instance', async (t) => {
   if (!(await redisReachable())) {
     if (process.env.REQUIRE_REDIS === '1') t.fail(`Redis at ${REDIS_URL} is unreachable and REQUIRE_REDIS=1`)

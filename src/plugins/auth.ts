@@ -52,11 +52,17 @@ export default fp<AuthOptions>(async (app, options) => {
   const findCaller = callerLookup(app.db)
   const catalogue: RouteRule[] = []
   app.decorate('routeRules', catalogue)
+  const refusalSteps: Array<Parameters<typeof app.onAuthRefusal>[0]> = []
+  app.decorate('onAuthRefusal', (step: Parameters<typeof app.onAuthRefusal>[0]) => { refusalSteps.push(step) })
 
   const authenticate = (rule: AuthRule) => async (request: FastifyRequest) => {
     const token = bearerToken(request.headers.authorization)
     if (token) request.caller = (await findCaller(tokenHash(token))) ?? null
     if (rule !== 'public' && !request.caller) {
+      for (const step of refusalSteps) {
+        const answer = await step(request)
+        if (answer) throw answer
+      }
       throw unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined)
     }
   }

@@ -44,25 +44,35 @@ export default fp(async (app) => {
     if (redis) await redis.quit().catch(() => redis?.disconnect())
   })
 
-  // The general limit: RATE_LIMIT_MAX requests per caller per window, counted after authorization (a refused
-  // request is answered before it). Health checks are never limited. With memory counters a request passes
-  // synchronously; with Redis it waits for one round trip, and an unreachable Redis lets requests through.
+  // The general limit: RATE_LIMIT_MAX requests per caller per window, counted after authorization (a request
+  // refused there is answered before it; one refused at authentication is counted against its address, below).
+  // Health checks are never limited. With memory counters a request passes synchronously; with Redis it waits for
+  // one round trip, and an unreachable Redis lets requests through.
   const limitMax = config.RATE_LIMIT_MAX
   const limitWindowMs = config.RATE_LIMIT_WINDOW_SECONDS * 1000
   const limitDetail = `Too many requests: at most ${limitMax} per ${config.RATE_LIMIT_WINDOW_SECONDS} s`
   const verdict = (hit: Hit) => (hit.count > limitMax ? tooMany(hit.ttlMs, limitDetail) : undefined)
-  const rateLimit = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
-    const hit = requests.hit(request.caller ? `u${request.caller.id}` : `a${request.ip}`, limitWindowMs)
-    if (!(hit instanceof Promise)) return done(verdict(hit))
-    hit.then((shared) => done(verdict(shared)), (err: unknown) => {
+  /** Counts one request against a key: the error to answer with when that key is over the limit. */
+  const count = (key: string, request: FastifyRequest): ApiError | undefined | Promise<ApiError | undefined> => {
+    const hit = requests.hit(key, limitWindowMs)
+    if (!(hit instanceof Promise)) return verdict(hit)
+    return hit.then(verdict, (err: unknown) => {
       request.log.warn({ err }, 'rate limit: the shared counter failed; request let through')
-      done()
+      return undefined
     })
+  }
+  const rateLimit = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+    const answer = count(request.caller ? `u${request.caller.id}` : `a${request.ip}`, request)
+    if (answer instanceof Promise) void answer.then(done)
+    else done(answer)
   }
   app.addHook('onRoute', (route) => {
     if (route.url.startsWith('/health/')) return
     addRouteHook(route, 'preHandler', rateLimit, 'last') // after authorization
   })
+  // A request refused at authentication never reaches that step: it counts against its address here, so a client
+  // sending no token or bad ones is held to the limit of any anonymous caller.
+  app.onAuthRefusal((request) => count(`a${request.ip}`, request))
 
   const windowMs = config.LOGIN_WINDOW_SECONDS * 1000
   const accountKey = (email: string) => `acct:${normalizeAddress(email)}`
