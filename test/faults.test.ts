@@ -213,3 +213,18 @@ t.test('batched log lines reach stdout however the process ends', async (t) => {
     t.same(lines, expected, `every line, in order, after ${name}`)
   }
 })
+
+t.test('a connection that stalls mid-request is closed after the connection timeout, without an answer', async (t) => {
+  const app = await build(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as net.AddressInfo
+  const started = Date.now()
+  const socket = net.connect(port, '127.0.0.1', () => socket.write('GET /health/live HTTP/1.1\r\nHost: roster\r\n'))
+  let received = ''
+  socket.on('data', (d) => { received += d })
+  const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started)))
+  t.equal((await fetch(`http://127.0.0.1:${port}/health/live`)).status, 200, 'the service answers others meanwhile')
+  const closedAfter = await closed
+  t.ok(closedAfter >= 9_000 && closedAfter < 15_000, `closed after ${closedAfter} ms (connectionTimeout 10 s)`)
+  t.equal(received, '', 'no answer to the unfinished request')
+})
