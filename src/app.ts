@@ -52,19 +52,19 @@ function validatorFactory(): BuildCompilerFromPool {
   }) as BuildCompilerFromPool
 }
 
-/** Bytes of log lines gathered before they are written out, at most a second late. */
-const LOG_BUFFER_BYTES = 4096
+/** Characters of log lines gathered before they are written out, at most a second late. */
+const LOG_BATCH_CHARS = 4096
 const LOG_FLUSH_MS = 1000
 
 /**
  * Standard output, batched: at `info` and above a busy service writes one line per request, and a write per line
- * would cost a system call per request. Lines are gathered up to LOG_BUFFER_BYTES and written in one call, at
+ * would cost a system call per request. Lines are gathered up to LOG_BATCH_CHARS and written in one call, at
  * least every LOG_FLUSH_MS, when the app closes, and when the process exits. At `debug` and `trace`, for
  * watching a service live, every line is written at once.
  */
 function bufferedStdout(level: Config['LOG_LEVEL']) {
   if (level === 'debug' || level === 'trace' || level === 'silent') return undefined
-  return new LogBatch(LOG_BUFFER_BYTES)
+  return new LogBatch(LOG_BATCH_CHARS, LOG_FLUSH_MS)
 }
 
 export interface BuildOptions {
@@ -100,10 +100,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   }).withTypeProvider<TypeBoxTypeProvider>()
 
   if (stdout) {
-    const flusher = setInterval(() => stdout.flush(), LOG_FLUSH_MS)
-    flusher.unref()
     app.addHook('onClose', (_app, done) => {
-      clearInterval(flusher)
       stdout.close()
       done()
     })

@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify'
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/types.js'
 import type { Config } from '../schemas/config.js'
@@ -15,6 +16,9 @@ import type { Caller } from './repositories/tokens.js'
  */
 export type AuthRule = 'public' | 'caller' | 'self-or-admin' | 'owner' | 'admin'
 
+/** A step run on a request refused at authentication: an error to answer with instead of the 401, or nothing. */
+export type AuthRefusalStep = (request: FastifyRequest) => Error | undefined | Promise<Error | undefined>
+
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config
@@ -27,7 +31,7 @@ declare module 'fastify' {
      * Adds a step run when a request is refused at authentication (no caller on a route that needs one), before
      * the 401: a step may answer instead with an error of its own (the rate limit's 429).
      */
-    onAuthRefusal(step: (request: FastifyRequest) => Error | undefined | Promise<Error | undefined>): void
+    onAuthRefusal(step: AuthRefusalStep): void
   }
   interface FastifyRequest {
     caller: Caller | null

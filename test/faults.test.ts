@@ -193,7 +193,7 @@ t.test('at info level the buffered access log is complete when the service stops
 t.test('batched log lines reach stdout however the process ends', async (t) => {
   const script = (ending: string) => [
     `import { LogBatch } from ${JSON.stringify(join(root, 'src/lib/log-batch.ts'))}`,
-    'const out = new LogBatch(4096)',
+    'const out = new LogBatch(4096, 1000)',
     'for (let i = 1; i <= 300; i++) out.write(`{"line":${i},"pad":"${"x".repeat(40)}"}\\n`)', // three batches and a part
     ending
   ].join('\n')

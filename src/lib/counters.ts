@@ -11,7 +11,7 @@ export interface WindowCounter {
   /** Adds one event. An in-process counter answers at once; a shared one with a promise. */
   hit(key: string, windowMs: number): Hit | Promise<Hit>
   /** The current count without adding to it. */
-  peek(key: string): Promise<{ count: number; ttlMs: number }>
+  peek(key: string): Promise<Hit>
   clear(key: string): Promise<void>
   close(): void
 }

@@ -4,7 +4,7 @@ import { forbidden, unauthenticated } from '../lib/errors.js'
 import { addRouteHook } from '../lib/route-hooks.js'
 import { tokenHash } from '../lib/secrets.js'
 import { callerLookup } from '../repositories/tokens.js'
-import type { AuthRule } from '../types.js'
+import type { AuthRefusalStep, AuthRule } from '../types.js'
 
 const RULES = new Set<AuthRule>(['public', 'caller', 'self-or-admin', 'owner', 'admin'])
 
@@ -52,8 +52,8 @@ export default fp<AuthOptions>(async (app, options) => {
   const findCaller = callerLookup(app.db)
   const catalogue: RouteRule[] = []
   app.decorate('routeRules', catalogue)
-  const refusalSteps: Array<Parameters<typeof app.onAuthRefusal>[0]> = []
-  app.decorate('onAuthRefusal', (step: Parameters<typeof app.onAuthRefusal>[0]) => { refusalSteps.push(step) })
+  const refusalSteps: AuthRefusalStep[] = []
+  app.decorate('onAuthRefusal', (step: AuthRefusalStep) => { refusalSteps.push(step) })
 
   const authenticate = (rule: AuthRule) => async (request: FastifyRequest) => {
     const token = bearerToken(request.headers.authorization)
