@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely'
+import type { UserRole, UserStatus } from '../schemas/user.js'
 
 /** Times are stored as integer milliseconds since the epoch on both engines: no time zone or precision drift. */
 export interface UsersTable {
@@ -7,8 +8,8 @@ export interface UsersTable {
   /** Lower-cased name, indexed for case-insensitive exact and prefix search. */
   name_search: string
   password_hash: string
-  status: 'ACTIVE' | 'BANNED'
-  role: 'user' | 'admin'
+  status: UserStatus
+  role: UserRole
   /** Bumped by every change to the user's representation; the ETag and If-Match are built on it. */
   version: number
   created_at: number

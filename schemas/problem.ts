@@ -22,6 +22,7 @@ export const FieldError = Type.Object(
   },
   { $id: 'FieldError' }
 )
+export type FieldError = Static<typeof FieldError>
 
 /** RFC 9457 problem details, with the contract's `code`. */
 export const Problem = Type.Object(
@@ -31,7 +32,7 @@ export const Problem = Type.Object(
     status: Type.Integer({ minimum: 400, maximum: 599 }),
     code: Type.Unsafe<ErrorCode>({ $ref: 'ErrorCode' }),
     detail: Type.Optional(Type.String()),
-    errors: Type.Optional(Type.Array(Type.Unsafe<Static<typeof FieldError>>({ $ref: 'FieldError' })))
+    errors: Type.Optional(Type.Array(Type.Unsafe<FieldError>({ $ref: 'FieldError' })))
   },
   { $id: 'Problem', description: 'RFC 9457 problem details' }
 )

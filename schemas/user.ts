@@ -2,10 +2,14 @@ import { Type, type Static } from '@sinclair/typebox'
 import { Address, Href, Id, Name, Password, Timestamp } from './common.js'
 import { ref, stringEnum } from './ref.js'
 
-export const UserStatus = stringEnum(['ACTIVE', 'BANNED'], { $id: 'UserStatus', description: 'BANNED users get no token and their tokens stop working' })
+/** The value lists of a user's status and role: the only place they are written (db/types.ts derives from these). */
+export const USER_STATUSES = ['ACTIVE', 'BANNED'] as const
+export const USER_ROLES = ['user', 'admin'] as const
+
+export const UserStatus = stringEnum(USER_STATUSES, { $id: 'UserStatus', description: 'BANNED users get no token and their tokens stop working' })
 export type UserStatus = Static<typeof UserStatus>
 
-export const UserRole = stringEnum(['user', 'admin'], { $id: 'UserRole', description: 'Admins may read and change every user' })
+export const UserRole = stringEnum(USER_ROLES, { $id: 'UserRole', description: 'Admins may read and change every user' })
 export type UserRole = Static<typeof UserRole>
 
 export const User = Type.Object(

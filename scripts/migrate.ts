@@ -1,5 +1,5 @@
 import { loadConfig } from '../src/config.js'
-import { createDatabase, migrateToLatest } from '../src/database.js'
+import { createDatabase, migrateToLatest } from '../src/database/index.js'
 
 const config = loadConfig()
 const { db, dialect } = createDatabase({ url: config.DATABASE_URL })

@@ -11,9 +11,9 @@ import { parseArgs } from 'node:util'
 import { sql, type Insertable } from 'kysely'
 import type { EmailsTable, TokensTable, UsersTable } from '../db/types.js'
 import { loadConfig } from '../src/config.js'
-import { createDatabase, migrateToLatest } from '../src/database.js'
-import { hashPassword, newToken } from '../src/lib/secrets.js'
-import { nameSearchKey, normalizeAddress } from '../src/lib/text.js'
+import { createDatabase, migrateToLatest } from '../src/database/index.js'
+import { hashPassword, newToken } from '../src/auth/secrets.js'
+import { nameSearchKey, normalizeAddress } from '../src/common/text.js'
 
 const FIRST = ['Ada', 'Grace', 'Alan', 'Edsger', 'Barbara', 'Donald', 'Margaret', 'Ken', 'Dennis', 'Radia', 'Leslie',
   'Frances', 'John', 'Katherine', 'Linus', 'Sophie', 'Tim', 'Hedy', 'Claude', 'Niklaus', 'Annie', 'Bjarne', 'Guido', 'Yukihiro']

@@ -5,23 +5,30 @@ import type { BuildCompilerFromPool } from '@fastify/ajv-compiler'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { Config } from '../schemas/config.js'
 import './types.js'
-import adminPlugin from './plugins/admin.js'
-import authPlugin from './plugins/auth.js'
-import bodiesPlugin from './plugins/bodies.js'
-import conditionalPlugin from './plugins/conditional.js'
-import configPlugin from './plugins/config.js'
-import dbPlugin from './plugins/db.js'
-import errorsPlugin, { sendProblem } from './plugins/errors.js'
-import { validationFailed } from './lib/errors.js'
-import { LogBatch } from './lib/log-batch.js'
-import idsPlugin from './plugins/ids.js'
-import openapiPlugin, { DOCS_PREFIX } from './plugins/openapi.js'
-import pressurePlugin from './plugins/pressure.js'
-import throttlePlugin from './plugins/throttle.js'
-import emailRoutes from './routes/emails.js'
-import healthRoutes from './routes/health.js'
-import tokenRoutes from './routes/tokens.js'
-import userRoutes from './routes/users.js'
+import { callerLookup } from './auth/repository.js'
+import authRoutes from './auth/routes.js'
+import { AuthService } from './auth/service.js'
+import { sharedSecret } from './database/app-secrets.js'
+import { createDatabase, migrateToLatest } from './database/index.js'
+import emailRoutes from './emails/routes.js'
+import { EmailsService } from './emails/service.js'
+import healthRoutes from './health/routes.js'
+import { authenticateStep, authorizeStep } from './http/authenticate.js'
+import { installBodies, multipartStep } from './http/bodies.js'
+import { conditionalGetStep } from './http/conditional.js'
+import { CursorCodec } from './http/cursor.js'
+import { canonicalIdsStep } from './http/ids.js'
+import { installLifecycle } from './http/lifecycle.js'
+import { LogBatch } from './http/log-batch.js'
+import { DOCS_PREFIX, installOpenApi } from './http/openapi.js'
+import { InvalidInput } from './common/errors.js'
+import { answerTo, installProblems, sendProblem } from './http/problems.js'
+import { installLoadShedding } from './http/pressure.js'
+import { rateLimiter } from './http/rate-limit.js'
+import { LoginGuard } from './limits/login-guard.js'
+import { openCounters } from './limits/store.js'
+import userRoutes from './users/routes.js'
+import { UsersService } from './users/service.js'
 
 const OVERRIDABLE = new Set(['PUT', 'DELETE'])
 
@@ -72,7 +79,10 @@ export interface BuildOptions {
   logStream?: { write: (line: string) => void }
 }
 
-/** Builds the Roster app (it does not listen). */
+/**
+ * Builds the Roster app (it does not listen): the database and the limits' store, the services over them, the
+ * HTTP machinery (errors, bodies, the route lifecycle, the OpenAPI document), then the features' routes.
+ */
 export async function buildApp(config: Config, options: BuildOptions = {}) {
   const stdout = options.logStream ? undefined : bufferedStdout(config.LOG_LEVEL)
   const app = Fastify({
@@ -93,7 +103,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
     // A percent-encoded address of 254 characters fits; longer path parameters are a 400 (below), as is a bad URL.
     routerOptions: { maxParamLength: 1024 },
     frameworkErrors: (error, _request, reply) =>
-      sendProblem(reply, validationFailed(error.message, [{ path: '', in: 'path', message: error.message }])),
+      sendProblem(reply, answerTo(new InvalidInput(error.message, [{ path: '', in: 'path', message: error.message }]))),
     // One log line per request (the onResponse hook below), not Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle'
@@ -116,23 +126,61 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request')
     done()
   })
+  app.decorate('config', config)
+  app.decorateRequest('caller', null)
+  installProblems(app)
+  installLoadShedding(app, config.MAX_EVENT_LOOP_DELAY_MS)
 
-  await app.register(configPlugin, { config })
-  await app.register(errorsPlugin)
-  await app.register(pressurePlugin)
-  await app.register(dbPlugin)
-  await app.register(authPlugin, { publicPrefixes: [DOCS_PREFIX] })
-  await app.register(throttlePlugin)
-  await app.register(idsPlugin)
-  await app.register(bodiesPlugin)
-  await app.register(conditionalPlugin)
-  await app.register(openapiPlugin)
-  await app.register(adminPlugin)
+  // The database: opened, migrated when configured, closed with the app.
+  const { db, dialect } = createDatabase({ url: config.DATABASE_URL, poolSize: config.DB_POOL_SIZE, queueLimit: config.DB_QUEUE_LIMIT })
+  app.decorate('db', db)
+  app.decorate('dialect', dialect)
+  app.addHook('onClose', async () => { await db.destroy() })
+  if (config.MIGRATE_ON_START) {
+    const applied = await migrateToLatest(db)
+    if (applied.length) app.log.info({ applied, dialect }, 'database migrated')
+  }
+  app.decorate('cursors', new CursorCodec(await sharedSecret(db, 'cursor')))
+
+  // Counters for the rate limit and the login guard: in memory, or shared through Redis.
+  const warn = (details: object, message: string) => app.log.warn(details, message)
+  const counters = await openCounters({ redisUrl: config.RATE_LIMIT_REDIS_URL, keyPrefix: config.REDIS_KEY_PREFIX, warn })
+  app.addHook('onClose', counters.close)
+  const guard = new LoginGuard({
+    counter: counters.logins,
+    maxPerAccount: config.LOGIN_MAX_FAILURES,
+    maxPerClient: config.LOGIN_MAX_FAILURES_PER_CLIENT,
+    windowMs: config.LOGIN_WINDOW_SECONDS * 1000,
+    warn
+  })
+
+  app.decorate('services', {
+    users: new UsersService(db, { signupOpen: config.SIGNUP_OPEN }),
+    emails: new EmailsService(db, { maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL }),
+    auth: new AuthService(db, guard, { tokenTtlSeconds: config.TOKEN_TTL_SECONDS })
+  })
+
+  // Every route registered from here on gets its steps, in the one order src/http/lifecycle.ts declares.
+  const limiter = rateLimiter({ counter: counters.requests, max: config.RATE_LIMIT_MAX, windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS })
+  installLifecycle(app, {
+    authenticate: authenticateStep({ findCaller: callerLookup(db), publicPrefixes: [DOCS_PREFIX], onRefusal: limiter.refusal }),
+    'canonical-ids': canonicalIdsStep,
+    multipart: multipartStep,
+    authorize: authorizeStep,
+    'rate-limit': limiter.step,
+    'conditional-get': conditionalGetStep
+  })
+  await installBodies(app)
+  await installOpenApi(app)
 
   await app.register(healthRoutes)
-  await app.register(tokenRoutes)
+  await app.register(authRoutes)
   await app.register(userRoutes)
   await app.register(emailRoutes)
+
+  if (config.ADMIN_EMAIL && config.ADMIN_PASSWORD && (await app.services.users.ensureAdmin(config.ADMIN_EMAIL, config.ADMIN_PASSWORD))) {
+    app.log.info({ email: config.ADMIN_EMAIL }, 'created the first admin')
+  }
   return app
 }
 

@@ -1,5 +1,5 @@
 // A client as an SDK user writes it: types generated from the OpenAPI document (generated/roster.ts, made by
-// test/openapi.test.ts), requests through openapi-fetch. Compiled strictly, so a wrong schema breaks the build.
+// test/http/openapi.test.ts), requests through openapi-fetch. Compiled strictly, so a wrong schema breaks the build.
 import createClient from 'openapi-fetch'
 import type { components, paths } from './generated/roster.js'
 

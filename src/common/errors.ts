@@ -1,0 +1,99 @@
+import type { ErrorCode, FieldError } from '../../schemas/problem.js'
+
+/**
+ * The errors of Roster's rules, thrown by services, repositories and the HTTP machinery alike. They say what went
+ * wrong in the contract's terms (a code and a detail) and nothing about HTTP: `src/http/problems.ts` alone turns
+ * each kind into a status, headers and a problem+json body.
+ */
+export class DomainError extends Error {
+  constructor(readonly code: ErrorCode, detail: string) {
+    super(detail)
+    this.name = new.target.name
+  }
+}
+
+/** The request itself is wrong: a field, a filter, a cursor, a body that cannot be read. */
+export class InvalidInput extends DomainError {
+  constructor(detail: string, readonly errors: FieldError[] = [], code: 'VALIDATION_FAILED' | 'INVALID_FILTER' | 'INVALID_CURSOR' = 'VALIDATION_FAILED') {
+    super(code, detail)
+  }
+}
+
+/** No such resource (or route). Seen only by callers allowed to see the resource. */
+export class NotFound extends DomainError {}
+
+/** The change contradicts the current state of other resources. */
+export class Conflict extends DomainError {}
+
+export class EmailTaken extends Conflict {
+  constructor(address: string) {
+    super('EMAIL_TAKEN', `The address ${address} belongs to a user already`)
+  }
+}
+
+export class EmailLimit extends Conflict {
+  constructor(max: number) {
+    super('EMAIL_LIMIT', `A user may have at most ${max} addresses`)
+  }
+}
+
+/** The resource is no longer at the version the client named (If-Match). */
+export class VersionConflict extends DomainError {
+  constructor() {
+    super('PRECONDITION_FAILED', 'If-Match does not name the current version of the resource')
+  }
+}
+
+/** Who the caller is could not be established: other credentials might change the answer. */
+export class Unauthenticated extends DomainError {
+  constructor(detail = 'A valid bearer token is required', code: 'UNAUTHENTICATED' | 'INVALID_CREDENTIALS' | 'USER_BANNED' = 'UNAUTHENTICATED') {
+    super(code, detail)
+  }
+}
+
+/** The caller is known and may not do this: no new token would change the answer. */
+export class Forbidden extends DomainError {
+  constructor(detail = 'The caller may not access this resource', code: ErrorCode = 'FORBIDDEN') {
+    super(code, detail)
+  }
+}
+
+/** The seed's rule: a user may not be left without an address while REQUIRE_EMAIL holds (a refusal, not a conflict). */
+export class EmailRequired extends Forbidden {
+  constructor() {
+    super('A user must keep at least one address', 'EMAIL_REQUIRED')
+  }
+}
+
+/** Too many requests or attempts; the caller may try again after `retryAfterSeconds`. */
+export class RateLimited extends DomainError {
+  readonly retryAfterSeconds: number
+  constructor(detail: string, retryAfterMs: number) {
+    super('RATE_LIMITED', detail)
+    this.retryAfterSeconds = Math.max(1, Math.ceil(retryAfterMs / 1000))
+  }
+}
+
+/** The service cannot answer now (database down, overloaded); the same request may succeed later. */
+export class Unavailable extends DomainError {
+  constructor(detail = 'The service is temporarily unavailable', readonly retryAfterSeconds = 5) {
+    super('UNAVAILABLE', detail)
+  }
+}
+
+export class PayloadTooLarge extends DomainError {
+  constructor(detail = 'The request body is too large') {
+    super('PAYLOAD_TOO_LARGE', detail)
+  }
+}
+
+export class UnsupportedMediaType extends DomainError {
+  constructor() {
+    super('UNSUPPORTED_MEDIA_TYPE', 'Send JSON, a urlencoded form or multipart/form-data')
+  }
+}
+
+export const userNotFound = (what: string) => new NotFound('USER_NOT_FOUND', `No user has ${what}`)
+export const emailNotFound = (detail: string) => new NotFound('EMAIL_NOT_FOUND', detail)
+export const invalidField = (path: string, where: NonNullable<FieldError['in']>, message: string, detail = `${path.slice(1)} ${message}`) =>
+  new InvalidInput(detail, [{ path, in: where, message }])

@@ -1,0 +1,28 @@
+/** What the drivers' errors say, read in one place: the rest of Roster asks these questions, never the codes. */
+
+interface DriverError { code?: unknown; errno?: unknown; message?: unknown }
+
+/** A unique index refused the write (MySQL/MariaDB ER_DUP_ENTRY, SQLite constraint). */
+export function isUniqueViolation(err: unknown): boolean {
+  const e = err as DriverError
+  return e?.code === 'ER_DUP_ENTRY' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
+}
+
+/** A transaction lost a deadlock or lock wait and may be retried as a whole. */
+export function isRetryable(err: unknown): boolean {
+  const e = err as DriverError
+  return e?.code === 'ER_LOCK_DEADLOCK' || e?.code === 'ER_LOCK_WAIT_TIMEOUT' || e?.code === 'SQLITE_BUSY'
+}
+
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH',
+  'PROTOCOL_CONNECTION_LOST', 'PROTOCOL_SEQUENCE_TIMEOUT', 'ER_CON_COUNT_ERROR', 'POOL_CLOSED',
+  'ER_SERVER_SHUTDOWN', 'SQLITE_BUSY', 'SQLITE_IOERR'
+])
+
+/** The database could not be reached or is saturated: the request may succeed later (503, not 500). */
+export function isUnavailable(err: unknown): boolean {
+  const e = err as DriverError
+  if (typeof e?.code === 'string' && UNAVAILABLE_CODES.has(e.code)) return true
+  return typeof e?.message === 'string' && /Queue limit reached|Pool is closed|connect ETIMEDOUT/.test(e.message)
+}

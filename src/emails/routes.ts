@@ -1,0 +1,163 @@
+import { Type } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Address, EmailParams, UserParams } from '../../schemas/common.js'
+import { Email, EmailCollection, NewEmail } from '../../schemas/email.js'
+import { ref } from '../../schemas/ref.js'
+import { withMultipart } from '../http/bodies.js'
+import { ifMatchVersions } from '../http/etag.js'
+import { acceptRawBodies, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
+import { collection, FORM_TYPES, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from '../http/responses.js'
+import { emailPath, presentEmail } from './present.js'
+
+const tags = ['emails']
+
+const PageQuery = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 }))
+}, { additionalProperties: false })
+
+const emails: FastifyPluginAsyncTypebox = async (app) => {
+  const base = app.config.PUBLIC_URL ?? ''
+  const service = app.services.emails
+
+  app.get('/users/:user_id/emails', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'listUserEmails', tags, summary: 'List the addresses of a user',
+      params: UserParams, querystring: PageQuery,
+      response: { 200: ref(EmailCollection), ...problems(400, 401, 404) }
+    }
+  }, async (request, reply) => {
+    const userId = request.params.user_id
+    const { limit, cursor } = request.query
+    const scope = `emails:${userId}`
+    const after = cursor === undefined ? 0 : app.cursors.decode(cursor, scope)
+    const rows = await service.list(userId, after, limit)
+    return collection(reply, {
+      base, path: `/users/${userId}/emails`, params: [['limit', String(limit)]], limit, cursor, rows,
+      nextCursor: (id) => app.cursors.encode(id, scope),
+      present: (row) => presentEmail(row, base)
+    })
+  })
+
+  app.get('/users/:user_id/emails/:email_id', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'getUserEmail', tags, summary: 'Read one address of a user',
+      params: EmailParams,
+      response: { 200: ref(Email), ...problems(400, 401, 404) }
+    }
+  }, async (request, reply) => {
+    const { user_id: userId, email_id: emailId } = request.params
+    const row = await service.get(userId, { id: emailId })
+    return tagged(reply, row.version, presentEmail(row, base))
+  })
+
+  app.get('/users/:user_id/email', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'getUserPrimaryEmail', tags, summary: 'Read the primary address of a user',
+      params: UserParams,
+      response: { 200: ref(Email), ...problems(400, 401, 404) }
+    }
+  }, async (request, reply) => {
+    const row = await service.get(request.params.user_id, 'primary')
+    return tagged(reply, row.version, presentEmail(row, base))
+  })
+
+  await app.register(withMultipart(emailWrites))
+}
+
+/** Adding, replacing and removing addresses: the routes that take a body. */
+const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
+  const base = app.config.PUBLIC_URL ?? ''
+  const service = app.services.emails
+
+  app.post('/users/:user_id/emails', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'addUserEmail', tags, consumes: FORM_TYPES, summary: 'Add an address to a user',
+      description: 'The first address of a user becomes its primary. 409 EMAIL_TAKEN when any user has the address (case-insensitively), 409 EMAIL_LIMIT past MAX_EMAILS_PER_USER.',
+      params: UserParams, body: ref(NewEmail),
+      response: { 201: ref(Email), ...problems(400, 401, 404, 409, 413, 415) }
+    }
+  }, async (request, reply) => {
+    const row = await service.add(request.params.user_id, request.body.address)
+    const email = presentEmail(row, base)
+    return reply.code(201).header('location', email.href).send(tagged(reply, row.version, email))
+  })
+
+  app.put('/users/:user_id/emails/:email_id', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'updateUserEmail', tags, consumes: FORM_TYPES, summary: 'Change one address of a user in place',
+      params: EmailParams, headers: IfMatch, body: ref(NewEmail),
+      response: { 200: ref(Email), ...problems(400, 401, 404, 409, 412, 413, 415) }
+    }
+  }, async (request, reply) => {
+    const { user_id: userId, email_id: emailId } = request.params
+    const row = await service.update(userId, emailId, request.body.address, ifMatchVersions(request.headers['if-match']))
+    return tagged(reply, row.version, presentEmail(row, base))
+  })
+
+  app.delete('/users/:user_id/emails/:email_id', {
+    config: { auth: 'owner' },
+    schema: {
+      operationId: 'deleteUserEmail', tags, summary: 'Remove one address (owner only)',
+      description: 'Only the owning user may remove its addresses, admins included in the refusal. Removing the primary promotes the oldest remaining address; removing the last is 401 EMAIL_REQUIRED while REQUIRE_EMAIL is true.',
+      params: EmailParams, headers: IfMatch,
+      response: { 204: NoContent, ...problems(400, 401, 404, 412) }
+    }
+  }, async (request, reply) => {
+    const { user_id: userId, email_id: emailId } = request.params
+    await service.remove(userId, { id: emailId }, ifMatchVersions(request.headers['if-match']))
+    return reply.code(204).send(null)
+  })
+
+  app.delete('/users/:user_id/email', {
+    config: { auth: 'owner' },
+    schema: {
+      operationId: 'deleteUserPrimaryEmail', tags, summary: 'Remove the primary address (owner only)',
+      description: 'The oldest remaining address becomes primary. 401 EMAIL_REQUIRED when it is the last address while REQUIRE_EMAIL is true.',
+      params: UserParams, headers: IfMatch,
+      response: { 204: NoContent, ...problems(400, 401, 404, 412) }
+    }
+  }, async (request, reply) => {
+    await service.remove(request.params.user_id, 'primary', ifMatchVersions(request.headers['if-match']))
+    return reply.code(204).send(null)
+  })
+
+  await app.register(primaryKeyPath)
+}
+
+/** PUT or POST a value at /users/{user_id}/email: replaces the primary address in place, or creates it. */
+const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
+  const base = app.config.PUBLIC_URL ?? ''
+  const service = app.services.emails
+  await acceptRawBodies(app)
+  const body = keyPathBody('email', Address)
+  for (const method of ['PUT', 'POST'] as const) {
+    app.route({
+      method,
+      url: '/users/:user_id/email',
+      config: { auth: 'self-or-admin' },
+      bodyLimit: KEY_PATH_BODY_LIMIT,
+      preValidation: body.preValidation,
+      schema: {
+        operationId: method === 'PUT' ? 'setUserPrimaryEmail' : 'postUserPrimaryEmail', tags, consumes: KEY_PATH_TYPES,
+        summary: 'Place the primary address of a user',
+        description: 'Replaces the primary address in place (same id), or creates it (201) when the user has none.',
+        params: UserParams, headers: IfMatch, body: body.schema,
+        response: { 200: ref(Email), 201: ref(Email), ...problems(400, 401, 404, 409, 412, 413) }
+      },
+      handler: async (request, reply) => {
+        const userId = request.params.user_id
+        const { row, created } = await service.placePrimary(userId, request.body.email, ifMatchVersions(request.headers['if-match']))
+        if (created) reply.code(201).header('location', base + emailPath(userId, row.id))
+        return tagged(reply, row.version, presentEmail(row, base))
+      }
+    })
+  }
+}
+
+export default emails

@@ -1,0 +1,87 @@
+import formbody from '@fastify/formbody'
+import multipart from '@fastify/multipart'
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { DomainError, InvalidInput, invalidField, PayloadTooLarge } from '../common/errors.js'
+import type { RouteStep } from './lifecycle.js'
+
+const utf8 = new TextDecoder('utf-8', { fatal: true })
+
+/** A file part's content as the field's value: UTF-8, surrounding white space trimmed. */
+export function fileText(buffer: Buffer, field: string): string {
+  try {
+    return utf8.decode(buffer).trim()
+  } catch {
+    throw invalidField(`/${field}`, 'body', 'is not valid UTF-8')
+  }
+}
+
+/** Per-request multipart limits: write bodies are a handful of short fields. */
+export const MULTIPART_LIMITS = {
+  fieldNameSize: 100,
+  fieldSize: 4096,
+  fields: 10,
+  fileSize: 4096,
+  files: 10,
+  parts: 12,
+  headerPairs: 20
+}
+
+function addField(body: Record<string, unknown>, name: string, value: string) {
+  const existing = body[name]
+  body[name] = existing === undefined ? value : Array.isArray(existing) ? [...existing, value] : [existing, value]
+}
+
+/** Reads a multipart body's parts into one plain object, the request's body. */
+async function collectParts(request: FastifyRequest): Promise<void> {
+  const body: Record<string, unknown> = Object.create(null)
+  try {
+    for await (const part of request.parts()) {
+      if (part.type === 'file') {
+        addField(body, part.fieldname, fileText(await part.toBuffer(), part.fieldname))
+      } else {
+        if (part.valueTruncated) throw new PayloadTooLarge(`Field ${part.fieldname} is too large`)
+        addField(body, part.fieldname, String(part.value))
+      }
+    }
+  } catch (err) {
+    // Our own answers, and the library's limits (413, with a status), stand; anything else thrown while reading the
+    // stream is a malformed body: no boundary, a truncated part, a broken header.
+    if (err instanceof DomainError || typeof (err as { statusCode?: unknown }).statusCode === 'number') throw err
+    throw new InvalidInput('The multipart body is malformed', [{ path: '', in: 'body', message: (err as Error).message }])
+  }
+  request.body = body
+}
+
+/**
+ * Request body encodings of the contract, app-wide: JSON (built in) and urlencoded forms. Plain text is a body only
+ * where a key path says so (its own raw parser); elsewhere it is a 415. Multipart forms are accepted by the routes
+ * registered through `withMultipart` below.
+ */
+export async function installBodies(app: FastifyInstance): Promise<void> {
+  app.removeContentTypeParser('text/plain')
+  await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT })
+}
+
+/**
+ * A scope for the routes that take a body: they also accept multipart forms, read by the multipart step. Fields and
+ * file parts both arrive as plain values (a file part's content is its value), so every write validates the same
+ * object whatever the encoding. Parts are read into memory within tight limits: no temporary files exist.
+ *
+ * Reads live outside this scope: @fastify/multipart adds an onRequest and an onResponse hook (for cleaning up
+ * temporary files we never write) to every route of the scope it is registered in, and GETs need neither.
+ */
+export function withMultipart(routes: FastifyPluginAsync): FastifyPluginAsync {
+  return async (scope) => {
+    await scope.register(multipart, { limits: MULTIPART_LIMITS })
+    await scope.register(routes)
+  }
+}
+
+/** The multipart step: for routes in a `withMultipart` scope; a request that is not multipart passes synchronously. */
+export const multipartStep: RouteStep = (_route, scope) => {
+  if (!scope.hasRequestDecorator('isMultipart')) return undefined
+  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+    if (!request.isMultipart()) return done()
+    collectParts(request).then(() => done(), done)
+  }
+}

@@ -1,0 +1,30 @@
+import type { Expected } from '../common/versions.js'
+
+/** Strong ETag of a versioned resource. */
+export function versionTag(version: number): string {
+  return `"v${version}"`
+}
+
+/**
+ * What an If-Match header asks for: undefined without the header, 'any' for `*`, else the versions it names.
+ * Tags that are not ours name no version, so they can never match.
+ */
+export function ifMatchVersions(header: string | string[] | undefined): Expected {
+  if (header === undefined) return undefined
+  const value = Array.isArray(header) ? header.join(',') : header
+  if (value.trim() === '*') return 'any'
+  const versions: number[] = []
+  for (const tag of value.split(',')) {
+    const m = /^\s*"v([1-9][0-9]{0,14})"\s*$/.exec(tag)
+    if (m) versions.push(Number(m[1]))
+  }
+  return versions
+}
+
+/** Weak comparison of If-None-Match against a tag (RFC 9110 13.1.2). */
+export function noneMatch(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false
+  if (header.trim() === '*') return true
+  const bare = etag.replace(/^W\//, '')
+  return header.split(',').some((t) => t.trim().replace(/^W\//, '') === bare)
+}

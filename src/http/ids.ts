@@ -1,0 +1,35 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FieldError } from '../../schemas/problem.js'
+import { InvalidInput } from '../common/errors.js'
+import type { RouteStep } from './lifecycle.js'
+
+/** A canonical decimal id: no sign, no leading zero, no exponent, no white space. */
+export const CANONICAL_ID = /^[1-9][0-9]*$/
+const NOT_CANONICAL = 'must be a canonical decimal id'
+
+/**
+ * The canonical-ids step. Ids are written in canonical decimal; schema coercion alone would read `01`, `1e0`, `0x1`,
+ * `+1` or ` 1` as 1, so path ids (`*_id`) and the `id` filter are checked as the client wrote them, before
+ * validation coerces them. Only routes that have such a parameter get the step.
+ */
+export const canonicalIdsStep: RouteStep = (route) => {
+  const pathIds = [...route.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!).filter((name) => name.endsWith('_id'))
+  const querystring = route.schema?.querystring as { properties?: Record<string, unknown> } | undefined
+  const queryIds = querystring?.properties?.id !== undefined
+  if (pathIds.length === 0 && !queryIds) return undefined
+
+  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+    const bad: FieldError[] = []
+    const params = request.params as Record<string, string>
+    for (const key of pathIds) {
+      if (!CANONICAL_ID.test(params[key] ?? '')) bad.push({ path: `/${key}`, in: 'path', message: NOT_CANONICAL })
+    }
+    const ids = queryIds ? (request.query as Record<string, unknown> | undefined)?.id : undefined
+    if (ids !== undefined) {
+      for (const [i, value] of (Array.isArray(ids) ? ids : [ids]).entries()) {
+        if (typeof value !== 'string' || !CANONICAL_ID.test(value)) bad.push({ path: `/id/${i}`, in: 'query', message: NOT_CANONICAL })
+      }
+    }
+    done(bad.length ? new InvalidInput('Ids are positive integers in canonical decimal', bad) : undefined)
+  }
+}

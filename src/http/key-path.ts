@@ -1,0 +1,33 @@
+import { Type, type TProperties, type TSchema } from '@sinclair/typebox'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { fileText } from './bodies.js'
+
+/** Largest body a key path accepts: one short value. */
+export const KEY_PATH_BODY_LIMIT = 4096
+
+/**
+ * Lets the routes of this (encapsulated) context take any body: a body of a type without a parser of its own
+ * (a file sent with `curl -T`, `application/octet-stream`, no Content-Type at all) arrives as raw bytes.
+ */
+export async function acceptRawBodies(app: FastifyInstance): Promise<void> {
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: KEY_PATH_BODY_LIMIT }, (_request, body, done) => {
+    done(null, body)
+  })
+}
+
+/**
+ * The body of a key path (a path ending in a field name): an object holding that field, in any encoding, or the
+ * bare value as the whole body, trimmed. Returns the one schema the value is validated against, whatever the
+ * encoding, and the preValidation hook that brings every encoding to that object.
+ */
+export function keyPathBody<K extends string, V extends TSchema, E extends TProperties = {}>(key: K, value: V, extra?: E) {
+  const schema = Type.Object({ [key]: value, ...(extra ?? {}) } as { [P in K]: V } & E, { additionalProperties: false })
+  const preValidation = async (request: FastifyRequest) => {
+    const body: unknown = request.body
+    if (body === undefined || body === null) request.body = {}
+    else if (Buffer.isBuffer(body)) request.body = { [key]: fileText(body, key) }
+    else if (typeof body === 'string') request.body = { [key]: body.trim() }
+    else if (typeof body !== 'object' || Array.isArray(body)) request.body = { [key]: body }
+  }
+  return { schema, preValidation }
+}

@@ -1,0 +1,53 @@
+import swagger from '@fastify/swagger'
+import swaggerUi from '@fastify/swagger-ui'
+import type { FastifyInstance } from 'fastify'
+import { sharedSchemas } from '../../schemas/index.js'
+import { completeDocument } from './openapi-document.js'
+
+export const DOCS_PREFIX = '/docs'
+
+/**
+ * The OpenAPI 3.1 document, built from the route schemas: shared schemas become named components (by `$id`),
+ * bearer tokens the security scheme. Served at /openapi.json, browsable at /docs.
+ */
+export async function installOpenApi(app: FastifyInstance): Promise<void> {
+  for (const schema of sharedSchemas) app.addSchema(schema)
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Roster',
+        version: '1.0.0',
+        description: 'Users and their e-mail addresses. Errors are RFC 9457 problem+json with a machine-readable `code`.'
+      },
+      servers: app.config.PUBLIC_URL ? [{ url: app.config.PUBLIC_URL }] : [],
+      components: {
+        securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Token from POST /auth/tokens' } }
+      },
+      security: [{ bearer: [] }],
+      tags: [
+        { name: 'auth', description: 'Bearer tokens' },
+        { name: 'users', description: 'Users, their filters and key paths' },
+        { name: 'emails', description: 'E-mail addresses of a user' },
+        { name: 'health', description: 'Liveness and readiness' }
+      ]
+    },
+    transform: ({ schema, url, route }) => {
+      const rule = route.config?.auth
+      if (!schema || schema.hide) return { schema, url }
+      const described = { ...schema } as Record<string, unknown>
+      if (rule === 'public') described.security = []
+      if (rule) described.description = [schema.description, `Authorization: \`${rule}\`.`].filter(Boolean).join('\n\n')
+      return { schema: described as typeof schema, url }
+    },
+    transformObject: (documentObject) =>
+      'openapiObject' in documentObject ? completeDocument(documentObject.openapiObject) : documentObject.swaggerObject,
+    refResolver: {
+      buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`)
+    }
+  })
+  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX })
+
+  app.get('/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () => app.swagger())
+}

@@ -1,0 +1,39 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks'
+import type { FastifyInstance } from 'fastify'
+import { Unavailable } from '../common/errors.js'
+
+/** How often the event loop is sampled (ms), and how often the verdict is renewed. */
+const RESOLUTION_MS = 10
+const WINDOW_MS = 250
+
+/**
+ * Load shedding: while the event loop lags more than MAX_EVENT_LOOP_DELAY_MS, requests are answered at once with
+ * 503 UNAVAILABLE and Retry-After instead of queueing behind the backlog. (A saturated MySQL pool answers the
+ * same way: its bounded queue refuses, see DB_QUEUE_LIMIT.) /health/live stays 200: a busy process is alive.
+ *
+ * The lag is the mean delay of the loop's 10 ms samples over each 250 ms window, beyond the sampling period itself;
+ * a window without a single sample (the loop was stuck throughout) counts as lagging. A request pays one
+ * comparison with the last window's verdict.
+ */
+export function installLoadShedding(app: FastifyInstance, max: number): void {
+  if (max === 0) return
+
+  const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS })
+  histogram.enable()
+  let lagging = false
+  const timer = setInterval(() => {
+    const lag = histogram.count === 0 ? Infinity : histogram.mean / 1e6 - RESOLUTION_MS
+    lagging = lag > max
+    histogram.reset()
+  }, WINDOW_MS)
+  timer.unref()
+  app.addHook('onClose', async () => {
+    clearInterval(timer)
+    histogram.disable()
+  })
+
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (!lagging || request.routeOptions.url === '/health/live') return done()
+    done(new Unavailable('The service is overloaded; try again shortly', 2))
+  })
+}

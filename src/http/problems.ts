@@ -1,0 +1,109 @@
+import { STATUS_CODES } from 'node:http'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { Problem } from '../../schemas/problem.js'
+import {
+  Conflict, DomainError, Forbidden, InvalidInput, NotFound, PayloadTooLarge, RateLimited, Unauthenticated, Unavailable,
+  UnsupportedMediaType, VersionConflict
+} from '../common/errors.js'
+import { isUnavailable } from '../database/errors.js'
+
+const BEARER = 'Bearer realm="api"'
+
+type Kind = abstract new (...args: never[]) => DomainError
+type Headers = Record<string, string>
+
+/**
+ * Each kind of domain error, its status and the headers its answer carries: the one place where Roster's rules
+ * meet HTTP. The first kind an error is an instance of decides (subclasses before their parents).
+ */
+const ANSWERS: Array<[Kind, number, (err: DomainError) => Headers]> = [
+  [InvalidInput, 400, () => ({})],
+  // The seed's status for every refusal is 401 (RFC 6750's header); `insufficient_scope` tells an SDK that a new
+  // token would not help, so it does not refresh.
+  [Unauthenticated, 401, () => ({ 'www-authenticate': BEARER })],
+  [Forbidden, 401, () => ({ 'www-authenticate': `${BEARER}, error="insufficient_scope"` })],
+  [NotFound, 404, () => ({})],
+  [Conflict, 409, () => ({})],
+  [VersionConflict, 412, () => ({})],
+  [PayloadTooLarge, 413, () => ({})],
+  [UnsupportedMediaType, 415, () => ({})],
+  [RateLimited, 429, (err) => ({ 'retry-after': String((err as RateLimited).retryAfterSeconds) })],
+  [Unavailable, 503, (err) => ({ 'retry-after': String((err as Unavailable).retryAfterSeconds) })]
+]
+
+export interface Answer {
+  status: number
+  headers: Headers
+  problem: Problem
+}
+
+const internal = (): Answer => ({
+  status: 500,
+  headers: {},
+  problem: { type: 'about:blank', title: STATUS_CODES[500]!, status: 500, code: 'INTERNAL', detail: 'An unexpected error occurred' }
+})
+
+/** A domain error's answer. */
+export function answerTo(err: DomainError): Answer {
+  const entry = ANSWERS.find(([kind]) => err instanceof kind)
+  if (!entry) return internal()
+  const [, status, headers] = entry
+  const problem: Problem = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, code: err.code, detail: err.message }
+  if (err instanceof InvalidInput && err.errors.length) problem.errors = err.errors
+  return { status, headers: headers(err), problem }
+}
+
+const PART: Record<string, 'body' | 'query' | 'path' | 'header'> = {
+  body: 'body', querystring: 'query', params: 'path', headers: 'header'
+}
+
+/** A schema validation failure, as the contract words it: each failing field with its JSON pointer. */
+function fromValidation(err: FastifyError): InvalidInput {
+  const where = PART[err.validationContext ?? 'body'] ?? 'body'
+  const errors = (err.validation ?? []).map((v) => {
+    const params = v.params as Record<string, unknown>
+    const leaf = v.keyword === 'required' ? params.missingProperty
+      : v.keyword === 'additionalProperties' ? params.additionalProperty : undefined
+    const path = leaf === undefined ? v.instancePath : `${v.instancePath}/${String(leaf)}`
+    const message = v.keyword === 'additionalProperties'
+      ? (where === 'query' ? 'is not a known parameter' : 'is not a known field')
+      : (v.message ?? 'is invalid')
+    return { path, in: where, message }
+  })
+  const first = errors[0]
+  const detail = first ? `${where} ${first.path || '(whole)'} ${first.message}` : `Invalid ${where}`
+  return new InvalidInput(detail, errors)
+}
+
+/** Anything thrown while serving a request, as a domain error: Fastify's own errors and drivers' included. */
+export function toDomainError(err: FastifyError | Error): DomainError | undefined {
+  if (err instanceof DomainError) return err
+  const e = err as FastifyError
+  if (e.validation) return fromValidation(e)
+  if (isUnavailable(err)) return new Unavailable()
+  const status = e.statusCode ?? 500
+  if (status === 413) return new PayloadTooLarge()
+  if (status === 415) return new UnsupportedMediaType()
+  if (status === 404) return new NotFound('NOT_FOUND', 'No such route')
+  if (status >= 400 && status < 500) return new InvalidInput(err.message, [{ path: '', in: 'body', message: err.message }])
+  return undefined
+}
+
+export function sendProblem(reply: FastifyReply, answer: Answer): FastifyReply {
+  for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value)
+  return reply.code(answer.status).type('application/problem+json').serializer(JSON.stringify).send(answer.problem)
+}
+
+/** One error handler for the whole app: RFC 9457 problem+json with the contract's codes, never internals. */
+export function installProblems(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const domain = toDomainError(err)
+    const answer = domain ? answerTo(domain) : internal()
+    if (answer.status >= 500) request.log.error({ err }, 'request failed')
+    else if (!(err instanceof DomainError)) request.log.info({ code: err.code, msg: err.message }, 'request refused')
+    return sendProblem(reply, answer)
+  })
+  app.setNotFoundHandler((request, reply) => {
+    return sendProblem(reply, answerTo(new NotFound('NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`)))
+  })
+}

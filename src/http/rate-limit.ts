@@ -1,0 +1,48 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { RateLimited } from '../common/errors.js'
+import type { Hit, WindowCounter } from '../limits/counters.js'
+import type { RouteStep } from './lifecycle.js'
+
+export interface RateLimitOptions {
+  counter: WindowCounter
+  max: number
+  windowSeconds: number
+}
+
+/**
+ * The general rate limit: `max` requests per caller (the user once authenticated, else the client address) per
+ * window. The client address is the socket's unless TRUST_PROXY names the proxy, so a forged X-Forwarded-For picks
+ * no fresh bucket. With memory counters a request passes synchronously; with Redis it waits for one round trip, and
+ * an unreachable Redis lets requests through.
+ */
+export function rateLimiter(options: RateLimitOptions) {
+  const windowMs = options.windowSeconds * 1000
+  const detail = `Too many requests: at most ${options.max} per ${options.windowSeconds} s`
+  const verdict = (hit: Hit) => (hit.count > options.max ? new RateLimited(detail, hit.ttlMs) : undefined)
+
+  /** Counts one request against a key: the error to answer with when that key is over the limit. */
+  const count = (key: string, request: FastifyRequest): RateLimited | undefined | Promise<RateLimited | undefined> => {
+    const hit = options.counter.hit(key, windowMs)
+    if (!(hit instanceof Promise)) return verdict(hit)
+    return hit.then(verdict, (err: unknown) => {
+      request.log.warn({ err }, 'rate limit: the shared counter failed; request let through')
+      return undefined
+    })
+  }
+
+  const limit = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+    const answer = count(request.caller ? `u${request.caller.id}` : `a${request.ip}`, request)
+    if (answer instanceof Promise) void answer.then(done)
+    else done(answer)
+  }
+
+  return {
+    /** The rate-limit step, for every route but the health checks (never limited). */
+    step: ((route) => (route.url.startsWith('/health/') ? undefined : limit)) satisfies RouteStep,
+    /**
+     * A request refused at authentication never reaches the step: it counts against its address here, so a client
+     * sending no token or bad ones is held to the limit of any anonymous caller.
+     */
+    refusal: (request: FastifyRequest) => count(`a${request.ip}`, request)
+  }
+}

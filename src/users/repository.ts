@@ -1,0 +1,135 @@
+import { sql, type ExpressionBuilder, type Insertable, type Selectable, type SelectQueryBuilder, type Updateable } from 'kysely'
+import type { Database, UsersTable } from '../../db/types.js'
+import type { UserStatus } from '../../schemas/user.js'
+import { userNotFound } from '../common/errors.js'
+import { addressLookupKey, nameSearchKey } from '../common/text.js'
+import type { Db, Trx } from '../database/index.js'
+import { likeEscape, prefixUpperBound } from '../database/sql.js'
+import { locksRows } from '../database/transaction.js'
+
+/** A user as read with its primary address (null when it has none). */
+export type UserRow = Pick<Selectable<UsersTable>, 'id' | 'name' | 'status' | 'role' | 'version' | 'created_at' | 'updated_at'> & {
+  email: string | null
+}
+
+export type NameFilter = { mode: 'exact' | 'prefix' | 'suffix' | 'contains'; text: string }
+
+export interface UserFilters {
+  ids?: number[] | undefined
+  /** An address as the client gave it: matches any address of the user, case-insensitively. */
+  email?: string | undefined
+  name?: NameFilter | undefined
+  status?: UserStatus | undefined
+  /** Restricts the collection to one user (a plain caller sees only itself). */
+  onlyId?: number | undefined
+}
+
+type UsersQuery = SelectQueryBuilder<Database, 'users' | 'emails', object>
+
+/** Users with their primary address: one indexed join on the unique primary marker. */
+export function selectUsers(db: Db | Trx) {
+  return db
+    .selectFrom('users')
+    .leftJoin('emails', 'emails.primary_user_id', 'users.id')
+    .select([
+      'users.id', 'users.name', 'emails.address as email', 'users.status', 'users.role',
+      'users.version', 'users.created_at', 'users.updated_at'
+    ])
+}
+
+export function findUserById(db: Db | Trx, id: number): Promise<UserRow | undefined> {
+  return selectUsers(db).where('users.id', '=', id).executeTakeFirst()
+}
+
+/** The user owning an address (any of its addresses), compared case-insensitively. */
+export function findUserByAddress(db: Db, address: string): Promise<UserRow | undefined> {
+  const key = addressLookupKey(address)
+  if (key === undefined) return Promise.resolve(undefined)
+  return selectUsers(db)
+    .where('users.id', '=', (eb) => eb.selectFrom('emails as e').select('e.user_id').where('e.address_norm', '=', key))
+    .executeTakeFirst()
+}
+
+export async function findPasswordHash(db: Db, id: number): Promise<string | undefined> {
+  const row = await db.selectFrom('users').select('password_hash').where('id', '=', id).executeTakeFirst()
+  return row?.password_hash
+}
+
+export async function userExists(db: Db | Trx, id: number): Promise<boolean> {
+  return (await db.selectFrom('users').select('id').where('id', '=', id).executeTakeFirst()) !== undefined
+}
+
+function applyName(qb: UsersQuery, filter: NameFilter): UsersQuery {
+  const text = nameSearchKey(filter.text)
+  const like = likeEscape(text)
+  const pattern = { exact: like, prefix: `${like}%`, suffix: `%${like}`, contains: `%${like}%` }[filter.mode]
+  // LIKE keeps the match exact on every collation; the range (exact and prefix) lets the index do the work.
+  qb = qb.where(sql<boolean>`users.name_search like ${pattern} escape '!'`)
+  if (filter.mode === 'exact') qb = qb.where('users.name_search', '=', text)
+  if (filter.mode === 'prefix') {
+    qb = qb.where('users.name_search', '>=', text).where('users.name_search', '<', prefixUpperBound(text))
+  }
+  return qb
+}
+
+/**
+ * The query behind one page of users after `afterId`, in id order, one row more than `limit`. An `email` filter
+ * must have a lookup key (listUsers answers the others without a query).
+ */
+export function listUsersQuery(db: Db, filters: UserFilters, afterId: number, limit: number) {
+  let qb: UsersQuery = selectUsers(db)
+  if (filters.onlyId !== undefined) qb = qb.where('users.id', '=', filters.onlyId)
+  if (filters.ids) qb = qb.where('users.id', 'in', filters.ids)
+  if (filters.status) qb = qb.where('users.status', '=', filters.status)
+  if (filters.email !== undefined) {
+    const key = addressLookupKey(filters.email) ?? ''
+    qb = qb.where('users.id', 'in', (eb: ExpressionBuilder<Database, 'users'>) =>
+      eb.selectFrom('emails as e').select('e.user_id').where('e.address_norm', '=', key))
+  }
+  if (filters.name) qb = applyName(qb, filters.name)
+  return (qb as ReturnType<typeof selectUsers>)
+    .where('users.id', '>', afterId)
+    .orderBy('users.id')
+    .limit(limit + 1)
+}
+
+/** One page of users; fetches one row more than `limit` to tell whether more follow. */
+export async function listUsers(db: Db, filters: UserFilters, afterId: number, limit: number): Promise<UserRow[]> {
+  if (filters.email !== undefined && addressLookupKey(filters.email) === undefined) return []
+  return listUsersQuery(db, filters, afterId, limit).execute()
+}
+
+/** Inserts a user row; its id. */
+export async function insertUser(trx: Trx, values: Insertable<UsersTable>): Promise<number> {
+  const inserted = await trx.insertInto('users').values(values).executeTakeFirstOrThrow()
+  return Number(inserted.insertId)
+}
+
+/**
+ * Applies changes to a user and bumps its version, only if the version is one of `versions` when given (checked in
+ * the same UPDATE, so no other write can slip in between). Whether a row was changed.
+ */
+export async function updateUserRow(trx: Trx, id: number, changes: Updateable<UsersTable>, versions?: number[]): Promise<boolean> {
+  let update = trx.updateTable('users').set((eb) => ({ ...changes, version: eb('version', '+', 1) })).where('id', '=', id)
+  if (versions) update = update.where('version', 'in', versions)
+  const result = await update.executeTakeFirst()
+  return result.numUpdatedRows > 0n
+}
+
+export async function deleteUserRow(trx: Trx, id: number): Promise<void> {
+  await trx.deleteFrom('users').where('id', '=', id).execute()
+}
+
+/** Locks a user row for the rest of the transaction (MySQL); USER_NOT_FOUND when there is no such user. */
+export async function lockUser(trx: Trx, id: number): Promise<{ version: number }> {
+  let q = trx.selectFrom('users').select('version').where('id', '=', id)
+  if (locksRows(trx)) q = q.forUpdate()
+  const row = await q.executeTakeFirst()
+  if (!row) throw userNotFound(`id ${id}`)
+  return row
+}
+
+/** Marks a user's representation as changed (its primary address moved): new version, new ETag. */
+export async function touchUser(trx: Trx, id: number, now: number): Promise<void> {
+  await trx.updateTable('users').set((eb) => ({ version: eb('version', '+', 1), updated_at: now })).where('id', '=', id).execute()
+}

@@ -1,0 +1,177 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Name, Password, UserParams } from '../../schemas/common.js'
+import { ref } from '../../schemas/ref.js'
+import { EmailParam, NewUser, User, UserCollection, UserQuery, UserRole, UserStatus } from '../../schemas/user.js'
+import { InvalidInput } from '../common/errors.js'
+import { callerOf } from '../http/authenticate.js'
+import { withMultipart } from '../http/bodies.js'
+import { ifMatchVersions } from '../http/etag.js'
+import { acceptRawBodies, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
+import { collection, FORM_TYPES, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from '../http/responses.js'
+import { presentUser } from './present.js'
+import type { NameFilter } from './repository.js'
+import type { UserChange } from './service.js'
+
+/** `ada`, `ada*`, `*ada`, `*ada*`; a `*` anywhere else, or nothing around the stars, is INVALID_FILTER. */
+export function parseNameFilter(raw: string): NameFilter {
+  const m = /^(\*?)([^*]+)(\*?)$/.exec(raw)
+  if (!m) {
+    throw new InvalidInput('name takes a fragment with an optional * at its start, its end, or both',
+      [{ path: '/name', in: 'query', message: 'a * may only open or close the fragment' }], 'INVALID_FILTER')
+  }
+  const [, lead, text, trail] = m as unknown as [string, string, string, string]
+  const mode = lead && trail ? 'contains' : lead ? 'suffix' : trail ? 'prefix' : 'exact'
+  return { mode, text }
+}
+
+const tags = ['users']
+
+const users: FastifyPluginAsyncTypebox = async (app) => {
+  const base = app.config.PUBLIC_URL ?? ''
+  const service = app.services.users
+
+  app.get('/users', {
+    config: { auth: 'caller' },
+    schema: {
+      operationId: 'listUsers', tags, summary: 'List and filter users',
+      description: 'Filters combine with AND. A plain user sees at most itself. Ordered by id, paged by an opaque cursor.',
+      querystring: UserQuery,
+      response: { 200: ref(UserCollection), ...problems(400, 401) }
+    }
+  }, async (request, reply) => {
+    const q = request.query
+    const caller = callerOf(request)
+    const ids = q.id ? [...new Set(q.id)].sort((a, b) => a - b) : undefined
+    const filters = { ids, email: q.email, name: q.name === undefined ? undefined : parseNameFilter(q.name), status: q.status }
+    // A cursor is valid only for the filters, and the caller's scope, it was made for.
+    const scope = JSON.stringify(['users', ids, q.email, q.name, q.status, service.listingScope(caller)])
+    const after = q.cursor === undefined ? 0 : app.cursors.decode(q.cursor, scope)
+    const params: Array<[string, string]> = []
+    for (const id of ids ?? []) params.push(['id', String(id)])
+    if (q.email !== undefined) params.push(['email', q.email])
+    if (q.name !== undefined) params.push(['name', q.name])
+    if (q.status !== undefined) params.push(['status', q.status])
+    params.push(['limit', String(q.limit)])
+    return collection(reply, {
+      base, path: '/users', params, limit: q.limit, cursor: q.cursor,
+      rows: await service.list(caller, filters, after, q.limit),
+      nextCursor: (id) => app.cursors.encode(id, scope),
+      present: (row) => presentUser(row, base)
+    })
+  })
+
+  app.get('/users/:user_id', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'getUser', tags, summary: 'Read a user',
+      params: UserParams,
+      response: { 200: ref(User), ...problems(400, 401, 404) }
+    }
+  }, async (request, reply) => {
+    const row = await service.get(callerOf(request), request.params.user_id)
+    return tagged(reply, row.version, presentUser(row, base))
+  })
+
+  app.get('/users/email/:email', {
+    config: { auth: 'caller' },
+    schema: {
+      operationId: 'getUserByEmail', tags, summary: 'Find a user by any of its addresses',
+      description: 'Case-insensitive. A plain user may look up only itself; any other answer is 401, whether or not the address exists.',
+      params: EmailParam,
+      response: { 200: ref(User), ...problems(400, 401, 404) }
+    }
+  }, async (request, reply) => {
+    const row = await service.findByAddress(callerOf(request), request.params.email)
+    return tagged(reply, row.version, presentUser(row, base))
+  })
+
+  await app.register(withMultipart(userWrites))
+}
+
+/** Sign-up, deletion and the key paths: the routes that take a body. */
+const userWrites: FastifyPluginAsyncTypebox = async (app) => {
+  const base = app.config.PUBLIC_URL ?? ''
+  const service = app.services.users
+
+  app.post('/users', {
+    config: { auth: 'public' },
+    schema: {
+      operationId: 'createUser', tags, consumes: FORM_TYPES, summary: 'Create a user',
+      description: 'Open to anyone while SIGNUP_OPEN is true, else to admins. `role` and `status` may only be set by an admin.',
+      body: ref(NewUser),
+      response: { 201: ref(User), ...problems(400, 401, 409, 413, 415, 429) }
+    }
+  }, async (request, reply) => {
+    const row = await service.signUp(request.caller, request.body)
+    const user = presentUser(row, base)
+    return reply.code(201).header('location', user.href).send(tagged(reply, row.version, user))
+  })
+
+  app.delete('/users/:user_id', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'deleteUser', tags, summary: 'Delete a user with its addresses and tokens',
+      params: UserParams, headers: IfMatch,
+      response: { 204: NoContent, ...problems(400, 401, 404, 412) }
+    }
+  }, async (request, reply) => {
+    await service.remove(request.params.user_id, ifMatchVersions(request.headers['if-match']))
+    return reply.code(204).send(null)
+  })
+
+  await app.register(userKeyPaths)
+}
+
+/** The user's key paths: PUT a value at /users/{user_id}/<field>, in any encoding, bare values included. */
+const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
+  const base = app.config.PUBLIC_URL ?? ''
+  const service = app.services.users
+  await acceptRawBodies(app)
+
+  /** One key path of the user: its body schema (the value under `key`, in any encoding) and the change it makes. */
+  const keyPath = <K extends string, V extends TSchema>(
+    key: K, value: V, auth: 'self-or-admin' | 'admin', operationId: string, summary: string,
+    change: (value: Static<V>) => UserChange
+  ) => {
+    const body = keyPathBody(key, value)
+    app.put(`/users/:user_id/${key}`, {
+      config: { auth },
+      bodyLimit: KEY_PATH_BODY_LIMIT,
+      preValidation: body.preValidation,
+      schema: {
+        operationId, tags, summary, consumes: KEY_PATH_TYPES,
+        params: UserParams, headers: IfMatch, body: body.schema,
+        response: { 200: ref(User), ...problems(400, 401, 404, 412, 413) }
+      }
+    }, async (request, reply) => {
+      // The body was validated against `body.schema`, whose one field is `key`: TypeScript cannot index a type
+      // mapped over a generic key, so it is named here once.
+      const value = (request.body as { [P in K]: Static<V> })[key]
+      const row = await service.change(request.params.user_id, change(value), ifMatchVersions(request.headers['if-match']))
+      return tagged(reply, row.version, presentUser(row, base))
+    })
+  }
+  keyPath('name', Name, 'self-or-admin', 'setUserName', 'Rename a user', (name) => ({ name }))
+  keyPath('status', ref(UserStatus), 'admin', 'setUserStatus', 'Ban or reinstate a user (admin)', (status) => ({ status }))
+  keyPath('role', ref(UserRole), 'admin', 'setUserRole', 'Change the role of a user (admin)', (role) => ({ role }))
+
+  const password = keyPathBody('password', Password, { current_password: Type.Optional(Type.String({ maxLength: 256 })) })
+  app.put('/users/:user_id/password', {
+    config: { auth: 'self-or-admin' },
+    bodyLimit: KEY_PATH_BODY_LIMIT,
+    preValidation: password.preValidation,
+    schema: {
+      operationId: 'setUserPassword', tags, summary: 'Change a password', consumes: FORM_TYPES,
+      description: 'A user changing its own password sends `current_password`; an admin changing another user\'s does not. Every other token of the user is revoked.',
+      params: UserParams, headers: IfMatch, body: password.schema,
+      response: { 204: NoContent, ...problems(400, 401, 404, 412, 413) }
+    }
+  }, async (request, reply) => {
+    const { password, current_password: current } = request.body
+    await service.changePassword(callerOf(request), request.params.user_id, password, current, ifMatchVersions(request.headers['if-match']))
+    return reply.code(204).send(null)
+  })
+}
+
+export default users

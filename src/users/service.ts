@@ -1,0 +1,162 @@
+import type { Updateable } from 'kysely'
+import type { UsersTable } from '../../db/types.js'
+import type { UserRole, UserStatus } from '../../schemas/user.js'
+import type { Caller } from '../auth/repository.js'
+import { deleteUserTokens } from '../auth/repository.js'
+import { hashPassword, verifyPassword } from '../auth/secrets.js'
+import { EmailTaken, Forbidden, invalidField, Unauthenticated, userNotFound, VersionConflict } from '../common/errors.js'
+import { nameSearchKey } from '../common/text.js'
+import { mustMatch, type Expected } from '../common/versions.js'
+import type { Db, Trx } from '../database/index.js'
+import { inTransaction } from '../database/transaction.js'
+import { deleteUserEmails, insertEmail } from '../emails/repository.js'
+import {
+  deleteUserRow, findPasswordHash, findUserByAddress, findUserById, insertUser, listUsers, lockUser, updateUserRow,
+  userExists, type UserFilters, type UserRow
+} from './repository.js'
+
+export interface NewUserInput {
+  name: string
+  email: string
+  password: string
+  role?: UserRole | undefined
+  status?: UserStatus | undefined
+}
+
+/** What an admin or the user itself may change at a key path (the password has a rule of its own). */
+export type UserChange = { name: string } | { status: UserStatus } | { role: UserRole }
+
+export interface UsersOptions {
+  /** Anyone may sign up; else only admins create users. */
+  signupOpen: boolean
+}
+
+/** Refuses a caller who is not an admin: UNAUTHENTICATED without a token, FORBIDDEN with one. */
+function requireAdmin(caller: Caller | null, why: string): void {
+  if (caller?.role === 'admin') return
+  throw caller ? new Forbidden(why) : new Unauthenticated(why)
+}
+
+/** The user as this transaction left it (read inside it, before any concurrent delete can land). */
+async function written(trx: Trx, id: number): Promise<UserRow> {
+  const row = await findUserById(trx, id)
+  if (!row) throw new Error(`user ${id} vanished inside its own transaction`)
+  return row
+}
+
+/**
+ * The rules about users: who sees whom, who may create admins, what a change revokes. Route rules (`config.auth`)
+ * have already decided whether the caller may reach the user named in the path.
+ */
+export class UsersService {
+  constructor(private readonly db: Db, private readonly options: UsersOptions) {}
+
+  /** The one user a caller's listings are restricted to: a plain user sees at most itself, an admin everyone. */
+  listingScope(caller: Caller): number | undefined {
+    return caller.role === 'admin' ? undefined : caller.id
+  }
+
+  list(caller: Caller, filters: Omit<UserFilters, 'onlyId'>, afterId: number, limit: number): Promise<UserRow[]> {
+    return listUsers(this.db, { ...filters, onlyId: this.listingScope(caller) }, afterId, limit)
+  }
+
+  async get(caller: Caller, id: number): Promise<UserRow> {
+    // The caller's own row came with its token: reading oneself costs no further query.
+    const row = caller.id === id ? caller : await findUserById(this.db, id)
+    if (!row) throw userNotFound(`id ${id}`)
+    return row
+  }
+
+  /** A plain user may look up only itself: any other answer is FORBIDDEN, whether or not the address exists. */
+  async findByAddress(caller: Caller, address: string): Promise<UserRow> {
+    const row = await findUserByAddress(this.db, address)
+    if (caller.role !== 'admin' && row?.id !== caller.id) throw new Forbidden()
+    if (!row) throw userNotFound(`the address ${address}`)
+    return row
+  }
+
+  /** Sign-up, or an admin creating a user: `role` and `status` only from an admin. */
+  async signUp(caller: Caller | null, input: NewUserInput): Promise<UserRow> {
+    if (!this.options.signupOpen) requireAdmin(caller, 'Sign-up is closed: only an admin may create users')
+    if (input.role !== undefined || input.status !== undefined) requireAdmin(caller, 'Only an admin may set role or status')
+    return this.create({ ...input, role: input.role ?? 'user', status: input.status ?? 'ACTIVE' })
+  }
+
+  /** Creates a user and its primary address in one transaction; EMAIL_TAKEN when the address is anyone's already. */
+  async create(input: NewUserInput & { role: UserRole; status: UserStatus }): Promise<UserRow> {
+    const passwordHash = await hashPassword(input.password)
+    const name = input.name.trim()
+    return inTransaction(this.db, async (trx) => {
+      const now = Date.now()
+      const id = await insertUser(trx, {
+        name, name_search: nameSearchKey(name), password_hash: passwordHash,
+        status: input.status, role: input.role, version: 1, created_at: now, updated_at: now
+      })
+      await insertEmail(trx, id, input.email, true, now)
+      return written(trx, id)
+    })
+  }
+
+  /** The first admin: created when no user has the address; an existing user with it is left as it is. */
+  async ensureAdmin(email: string, password: string): Promise<boolean> {
+    if (await findUserByAddress(this.db, email)) return false
+    try {
+      await this.create({ name: 'Administrator', email, password, role: 'admin', status: 'ACTIVE' })
+      return true
+    } catch (err) {
+      if (err instanceof EmailTaken) return false // another instance created it meanwhile
+      throw err
+    }
+  }
+
+  /** Renames, bans or reinstates, promotes or demotes. A ban revokes every token of the user. */
+  change(id: number, change: UserChange, expected: Expected): Promise<UserRow> {
+    const changes: Updateable<UsersTable> =
+      'name' in change ? { name: change.name.trim(), name_search: nameSearchKey(change.name.trim()) } : change
+    const revoke = 'status' in change && change.status === 'BANNED'
+    return this.write(id, changes, expected, revoke ? {} : undefined)
+  }
+
+  /**
+   * A new password. A user changing its own shows the current one and keeps the token it called with; an admin
+   * resetting another's does not. Every other token of the user is revoked.
+   */
+  async changePassword(caller: Caller, id: number, password: string, currentPassword: string | undefined, expected: Expected): Promise<void> {
+    const self = caller.id === id
+    if (self) {
+      if (currentPassword === undefined) {
+        throw invalidField('/current_password', 'body', 'is required to change your own password', 'current_password is required to change your own password')
+      }
+      if (!(await verifyPassword(await findPasswordHash(this.db, id), currentPassword))) {
+        throw new Forbidden('current_password is wrong', 'INVALID_CREDENTIALS')
+      }
+    }
+    const passwordHash = await hashPassword(password)
+    await this.write(id, { password_hash: passwordHash }, expected, { except: self ? caller.tokenHash : undefined })
+  }
+
+  /** Deletes a user with its addresses and tokens in one transaction. */
+  async remove(id: number, expected: Expected): Promise<void> {
+    await inTransaction(this.db, async (trx) => {
+      const row = await lockUser(trx, id)
+      mustMatch(row.version, expected)
+      await deleteUserTokens(trx, id)
+      await deleteUserEmails(trx, id)
+      await deleteUserRow(trx, id)
+    })
+  }
+
+  /**
+   * Applies changes if the user is at a version If-Match allows (checked in the UPDATE itself); 404 when the user is
+   * gone, else 412. `revoke` revokes the user's tokens (all but `except`) in the same transaction.
+   */
+  private write(id: number, changes: Updateable<UsersTable>, expected: Expected, revoke?: { except?: string | undefined }): Promise<UserRow> {
+    return inTransaction(this.db, async (trx) => {
+      const versions = Array.isArray(expected) ? expected : undefined
+      const changed = versions?.length === 0 ? false : await updateUserRow(trx, id, { ...changes, updated_at: Date.now() }, versions)
+      if (!changed) throw (await userExists(trx, id)) ? new VersionConflict() : userNotFound(`id ${id}`)
+      if (revoke) await deleteUserTokens(trx, id, revoke.except)
+      return written(trx, id)
+    })
+  }
+}

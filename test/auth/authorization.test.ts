@@ -1,0 +1,159 @@
+import t from 'tap'
+import type { App } from '../../src/app.js'
+import { adminUser, assertProblem, build, form, login, multipart, newUser, type TestUser } from '../helpers.js'
+
+type Rule = 'public' | 'caller' | 'self-or-admin' | 'owner' | 'admin'
+type Kind = 'anonymous' | 'expired' | 'revoked' | 'banned' | 'self' | 'other' | 'admin'
+
+interface Fixture { target: TestUser; emailId: number; secondEmailId: number }
+
+/** The contract's table of who may do what, independent of what the app declares. */
+const CONTRACT: Record<string, { rule: Rule; declared?: Rule; body?: (f: Fixture) => Record<string, string>; ok: number }> = {
+  'GET /users': { rule: 'caller', ok: 200 },
+  // No user_id in the path: declared for any caller, narrowed to self-or-admin by the handler once the user is found.
+  'GET /users/email/:email': { rule: 'self-or-admin', declared: 'caller', ok: 200 },
+  'GET /users/:user_id': { rule: 'self-or-admin', ok: 200 },
+  'DELETE /users/:user_id': { rule: 'self-or-admin', ok: 204 },
+  'PUT /users/:user_id/name': { rule: 'self-or-admin', body: () => ({ name: 'Renamed' }), ok: 200 },
+  'PUT /users/:user_id/password': { rule: 'self-or-admin', body: (f) => ({ password: 'new-password-9', current_password: f.target.password }), ok: 204 },
+  'PUT /users/:user_id/status': { rule: 'admin', body: () => ({ status: 'BANNED' }), ok: 200 },
+  'PUT /users/:user_id/role': { rule: 'admin', body: () => ({ role: 'admin' }), ok: 200 },
+  'GET /users/:user_id/emails': { rule: 'self-or-admin', ok: 200 },
+  'POST /users/:user_id/emails': { rule: 'self-or-admin', body: (f) => ({ address: `added.${f.target.id}@example.com` }), ok: 201 },
+  'GET /users/:user_id/emails/:email_id': { rule: 'self-or-admin', ok: 200 },
+  'PUT /users/:user_id/emails/:email_id': { rule: 'self-or-admin', body: (f) => ({ address: `changed.${f.target.id}@example.com` }), ok: 200 },
+  'DELETE /users/:user_id/emails/:email_id': { rule: 'owner', ok: 204 },
+  'GET /users/:user_id/email': { rule: 'self-or-admin', ok: 200 },
+  'PUT /users/:user_id/email': { rule: 'self-or-admin', body: (f) => ({ email: `placed.${f.target.id}@example.com` }), ok: 200 },
+  'POST /users/:user_id/email': { rule: 'self-or-admin', body: (f) => ({ email: `posted.${f.target.id}@example.com` }), ok: 200 },
+  'DELETE /users/:user_id/email': { rule: 'owner', ok: 204 },
+  // Last: as 'other' and 'admin' it revokes the tokens the rows above use.
+  'DELETE /auth/tokens/current': { rule: 'caller', ok: 204 }
+}
+const PUBLIC = ['POST /users', 'POST /auth/tokens', 'GET /health/live', 'GET /health/ready', 'GET /openapi.json']
+
+function expected(rule: Rule, kind: Kind, ok: number): number | 'UNAUTHENTICATED' | 'FORBIDDEN' {
+  if (['anonymous', 'expired', 'revoked', 'banned'].includes(kind)) return 'UNAUTHENTICATED'
+  if (rule === 'caller') return ok
+  if (kind === 'self') return rule === 'admin' ? 'FORBIDDEN' : ok
+  if (kind === 'other') return 'FORBIDDEN'
+  return rule === 'owner' ? 'FORBIDDEN' : ok // admin
+}
+
+async function snapshot(app: App) {
+  const users = await app.db.selectFrom('users').select(['id', 'name', 'status', 'role', 'version', 'password_hash']).orderBy('id').execute()
+  const emails = await app.db.selectFrom('emails').select(['id', 'user_id', 'address', 'primary_user_id', 'version']).orderBy('id').execute()
+  const tokens = await app.db.selectFrom('tokens').select(['token_hash']).orderBy('token_hash').execute()
+  return JSON.stringify({ users, emails, tokens })
+}
+
+async function fixture(app: App): Promise<Fixture> {
+  const target = await newUser(app)
+  const emails = (await app.inject({ url: `/users/${target.id}/emails`, headers: target.headers })).json().items
+  const second = (await app.inject({ method: 'POST', url: `/users/${target.id}/emails`, headers: target.headers, payload: { address: `second.${target.id}@example.com` } })).json()
+  return { target, emailId: emails[0].id, secondEmailId: second.id }
+}
+
+function request(key: string, f: Fixture) {
+  const [method, template] = key.split(' ') as [string, string]
+  const url = template
+    .replace(':user_id', String(f.target.id))
+    .replace(':email_id', String(key.startsWith('DELETE') ? f.secondEmailId : f.emailId))
+    .replace(':email', encodeURIComponent(f.target.email))
+  const body = CONTRACT[key]!.body?.(f)
+  return { method: method as 'GET', url, ...(body ? { payload: body } : {}) }
+}
+
+t.test('every route, every kind of caller', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+
+  const served = [...new Set(app.routePlans.filter((r) => r.method !== 'HEAD' && !r.url.startsWith('/docs')).map((r) => `${r.method} ${r.url}`))]
+  t.same(served.filter((k) => !PUBLIC.includes(k)).sort(), Object.keys(CONTRACT).sort(), 'the table covers every route the app serves')
+  for (const r of app.routePlans) {
+    const key = `${r.method} ${r.url}`
+    if (CONTRACT[key]) t.equal(r.rule, CONTRACT[key].declared ?? CONTRACT[key].rule, `${key} declares the contract's rule`)
+    else if (PUBLIC.includes(key)) t.equal(r.rule, 'public', `${key} is public`)
+  }
+
+  const other = await newUser(app)
+  const banned = await newUser(app)
+  await app.inject({ method: 'PUT', url: `/users/${banned.id}/status`, headers: admin.headers, payload: { status: 'BANNED' } })
+  const expiring = await newUser(app)
+  await app.db.updateTable('tokens').set({ expires_at: Date.now() - 1000 }).where('user_id', '=', expiring.id).execute()
+  const revoking = await newUser(app)
+  await app.inject({ method: 'DELETE', url: '/auth/tokens/current', headers: revoking.headers })
+
+  for (const key of Object.keys(CONTRACT)) {
+    const { rule, ok } = CONTRACT[key]!
+    const refusals = await fixture(app)
+    for (const kind of ['anonymous', 'expired', 'revoked', 'banned', 'other', 'self', 'admin'] as Kind[]) {
+      const f = kind === 'admin' ? await fixture(app) : refusals
+      const headers = {
+        anonymous: {}, expired: expiring.headers, revoked: revoking.headers, banned: banned.headers,
+        other: other.headers, self: f.target.headers, admin: admin.headers
+      }[kind]
+      const want = expected(rule, kind, ok)
+      const before = await snapshot(app)
+      const res = await app.inject({ ...request(key, f), headers })
+      if (typeof want === 'number') {
+        t.equal(res.statusCode, want, `${key} as ${kind}: ${want} (${res.body.slice(0, 100)})`)
+      } else {
+        assertProblem(t, res, 401, want, `${key} as ${kind}`)
+        t.equal(await snapshot(app), before, `${key} as ${kind}: nothing changed`)
+      }
+    }
+  }
+  // DELETE /auth/tokens/current revoked the tokens used as 'self' and 'admin'; nothing else depends on them.
+})
+
+t.test('id aliases, cross-parent ids and method override reach nothing', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const a = await fixture(app)
+  const b = await fixture(app)
+  const before = await snapshot(app)
+  for (const alias of [`0${a.target.id}`, `${a.target.id}e0`, `%20${a.target.id}`, `+${a.target.id}`, `0x${a.target.id.toString(16)}`]) {
+    for (const who of [a.target, admin]) {
+      assertProblem(t, await app.inject({ url: `/users/${alias}`, headers: who.headers }), 400, 'VALIDATION_FAILED', `GET /users/${alias}`)
+      assertProblem(t, await app.inject({ method: 'DELETE', url: `/users/${alias}`, headers: who.headers }), 400, 'VALIDATION_FAILED', `DELETE /users/${alias}`)
+      assertProblem(t, await app.inject({ method: 'PUT', url: `/users/${a.target.id}/emails/${alias}`, headers: who.headers, payload: { address: 'z@example.com' } }), 400, 'VALIDATION_FAILED', 'email_id alias')
+    }
+  }
+  assertProblem(t, await app.inject({ method: 'DELETE', url: `/users/${a.target.id}/`, headers: a.target.headers }), 404, 'NOT_FOUND', 'trailing slash')
+  for (const who of [a.target, admin]) {
+    const cross = await app.inject({ method: 'PUT', url: `/users/${a.target.id}/emails/${b.emailId}`, headers: who.headers, payload: { address: 'stolen@example.com' } })
+    assertProblem(t, cross, 404, 'EMAIL_NOT_FOUND', 'cross-parent PUT')
+  }
+  const crossDelete = await app.inject({ method: 'DELETE', url: `/users/${a.target.id}/emails/${b.secondEmailId}`, headers: a.target.headers })
+  assertProblem(t, crossDelete, 404, 'EMAIL_NOT_FOUND', 'cross-parent DELETE by the owner of the path')
+  const override = await app.inject({ method: 'POST', url: `/users/${b.target.id}/emails/${b.secondEmailId}`, headers: { ...admin.headers, 'x-http-method-override': 'DELETE' } })
+  assertProblem(t, override, 401, 'FORBIDDEN', 'override to an owner-only DELETE')
+  const escalate = await app.inject({ method: 'POST', url: `/users/${a.target.id}/status`, headers: { ...a.target.headers, 'x-http-method-override': 'PUT' }, payload: { status: 'ACTIVE' } })
+  assertProblem(t, escalate, 401, 'FORBIDDEN', 'override to an admin-only PUT')
+  t.equal(await snapshot(app), before, 'nothing changed')
+})
+
+t.test('mass assignment in every encoding', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app)
+  const before = await snapshot(app)
+  const base = { name: 'Mallory', email: 'mallory@example.com', password: 'password-123' }
+  for (const [field, value, status, code] of [
+    ['role', 'admin', 401, 'UNAUTHENTICATED'], ['status', 'ACTIVE', 401, 'UNAUTHENTICATED'],
+    ['id', '1', 400, 'VALIDATION_FAILED'], ['created_at', '2000-01-01T00:00:00.000Z', 400, 'VALIDATION_FAILED'],
+    ['version', '99', 400, 'VALIDATION_FAILED'], ['password_hash', 'x', 400, 'VALIDATION_FAILED']
+  ] as const) {
+    const fields = { ...base, [field]: value }
+    for (const [name, enc] of [['json', { payload: fields }], ['form', form(fields)], ['multipart', multipart(fields)]] as const) {
+      assertProblem(t, await app.inject({ method: 'POST', url: '/users', ...enc }), status, code, `POST /users with ${field} as ${name}`)
+    }
+    const asUser = await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: user.headers, payload: { name: 'Renamed', [field]: value } })
+    assertProblem(t, asUser, 400, 'VALIDATION_FAILED', `PUT name with ${field}`)
+    const encoded = multipart(fields)
+    const roleByPlain = await app.inject({ method: 'POST', url: '/users', payload: encoded.payload, headers: { ...encoded.headers, ...user.headers } })
+    t.ok(roleByPlain.statusCode === 401 || roleByPlain.statusCode === 400, `a plain user cannot set ${field} either`)
+  }
+  t.equal(await snapshot(app), before, 'nothing changed')
+  t.ok(await login(app, user.email, user.password))
+})

@@ -1,0 +1,168 @@
+import { createHash } from 'node:crypto'
+import t from 'tap'
+import { adminUser, assertProblem, bearer, build, form, login, multipart, newUser } from '../helpers.js'
+
+t.test('POST /auth/tokens issues a bearer token in every encoding', async (t) => {
+  const app = await build(t, { env: { TOKEN_TTL_SECONDS: '3600' } })
+  const user = await newUser(app, { email: 'Ada@Example.com', password: 'correct-horse' })
+
+  const json = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'ada@example.com', password: 'correct-horse' } })
+  t.equal(json.statusCode, 201)
+  t.equal(json.headers['cache-control'], 'no-store')
+  const body = json.json()
+  t.equal(body.token_type, 'Bearer')
+  t.ok(Buffer.from(body.token, 'base64url').length >= 16, 'at least 128 random bits')
+  const ttl = Date.parse(body.expires_at) - Date.now()
+  t.ok(ttl > 3500_000 && ttl <= 3600_000, 'expires after TOKEN_TTL_SECONDS')
+  t.equal(body.user.id, user.id)
+  t.equal(body.user.href, `/users/${user.id}`)
+
+  const stored = await app.db.selectFrom('tokens').select('token_hash').execute()
+  t.notOk(stored.some((r) => r.token_hash === body.token), 'the token itself is not stored')
+  t.ok(stored.some((r) => r.token_hash === createHash('sha256').update(body.token).digest('hex')), 'its SHA-256 is')
+
+  const viaForm = await app.inject({ method: 'POST', url: '/auth/tokens', ...form({ email: 'ADA@example.com', password: 'correct-horse' }) })
+  t.equal(viaForm.statusCode, 201, 'form')
+  const viaMultipart = await app.inject({ method: 'POST', url: '/auth/tokens', ...multipart({ email: 'ada@example.com', password: 'correct-horse' }) })
+  t.equal(viaMultipart.statusCode, 201, 'multipart')
+
+  const me = await app.inject({ url: `/users/${user.id}`, headers: bearer(viaMultipart.json().token) })
+  t.equal(me.statusCode, 200, 'the token works')
+})
+
+t.test('wrong password and unknown address answer alike', async (t) => {
+  const app = await build(t)
+  await newUser(app, { email: 'known@example.com', password: 'right-password' })
+  const wrong = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'known@example.com', password: 'wrong-password' } })
+  const unknown = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'nobody@example.com', password: 'wrong-password' } })
+  assertProblem(t, wrong, 401, 'INVALID_CREDENTIALS')
+  assertProblem(t, unknown, 401, 'INVALID_CREDENTIALS')
+  t.same(wrong.json(), unknown.json(), 'same body')
+  t.equal(wrong.headers['www-authenticate'], 'Bearer realm="api"')
+  t.equal(unknown.headers['www-authenticate'], 'Bearer realm="api"')
+})
+
+t.test('a user logs in with any of its addresses', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app, { password: 'pass-word-1' })
+  await app.inject({ method: 'POST', url: `/users/${user.id}/emails`, headers: user.headers, payload: { address: 'Second@Example.com' } })
+  const token = await login(app, 'second@example.COM', 'pass-word-1')
+  t.ok(token)
+})
+
+t.test('a banned user gets no token and its tokens die at once', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const user = await newUser(app, { email: 'ban@example.com', password: 'pass-word-1' })
+  const second = await login(app, 'ban@example.com', 'pass-word-1')
+
+  const ban = await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload: { status: 'BANNED' } })
+  t.equal(ban.statusCode, 200)
+  t.equal(ban.json().status, 'BANNED')
+
+  for (const token of [user.token, second]) {
+    const res = await app.inject({ url: `/users/${user.id}`, headers: bearer(token) })
+    assertProblem(t, res, 401, 'UNAUTHENTICATED', 'banned token')
+  }
+  const wrong = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'ban@example.com', password: 'not-it-at-all' } })
+  assertProblem(t, wrong, 401, 'INVALID_CREDENTIALS', 'banned, wrong password: nothing revealed')
+  const right = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'ban@example.com', password: 'pass-word-1' } })
+  assertProblem(t, right, 401, 'USER_BANNED', 'banned, right password')
+
+  await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload: { status: 'ACTIVE' } })
+  const revived = await app.inject({ url: `/users/${user.id}`, headers: user.headers })
+  assertProblem(t, revived, 401, 'UNAUTHENTICATED', 'reinstating does not revive old tokens')
+  t.ok(await login(app, 'ban@example.com', 'pass-word-1'), 'a reinstated user logs in again')
+})
+
+t.test('DELETE /auth/tokens/current revokes only the calling token', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app)
+  const other = await login(app, user.email, user.password)
+  const out = await app.inject({ method: 'DELETE', url: '/auth/tokens/current', headers: user.headers })
+  t.equal(out.statusCode, 204)
+  t.equal(out.body, '')
+  assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: user.headers }), 401, 'UNAUTHENTICATED', 'revoked')
+  t.equal((await app.inject({ url: `/users/${user.id}`, headers: bearer(other) })).statusCode, 200, 'the other token lives')
+  assertProblem(t, await app.inject({ method: 'DELETE', url: '/auth/tokens/current' }), 401, 'UNAUTHENTICATED', 'anonymous')
+})
+
+t.test('expired and malformed tokens are refused', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app)
+  await app.db.updateTable('tokens').set({ expires_at: Date.now() - 1 }).execute()
+  const expired = await app.inject({ url: `/users/${user.id}`, headers: user.headers })
+  assertProblem(t, expired, 401, 'UNAUTHENTICATED', 'expired')
+  t.equal(expired.headers['www-authenticate'], 'Bearer realm="api"')
+  for (const authorization of ['Basic abc', 'Bearer', 'Bearer a b', `Token ${user.token}`]) {
+    assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: { authorization } }), 401, 'UNAUTHENTICATED', authorization)
+  }
+})
+
+t.test('expired tokens are dropped at the user\'s next login', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app)
+  const other = await newUser(app)
+  await app.db.updateTable('tokens').set({ expires_at: Date.now() - 1 }).execute()
+  await login(app, user.email, user.password)
+  const mine = await app.db.selectFrom('tokens').select('expires_at').where('user_id', '=', user.id).execute()
+  t.equal(mine.length, 1, 'only the new token is left')
+  t.ok(mine[0]!.expires_at > Date.now())
+  const theirs = await app.db.selectFrom('tokens').select('id').where('user_id', '=', other.id).execute()
+  t.equal(theirs.length, 1, 'other users\' tokens are left to their own logins')
+})
+
+t.test('a route that declares no authorization rule cannot be registered', async (t) => {
+  await t.rejects(build(t, {
+    extend: (app) => {
+      app.get('/undeclared', async () => ({ ok: true }))
+    }
+  }), /must declare config\.auth/)
+})
+
+t.test('sign-up', async (t) => {
+  t.test('open sign-up creates plain users; role and status need an admin', async (t) => {
+    const app = await build(t)
+    const admin = await adminUser(app)
+    const res = await app.inject({ method: 'POST', url: '/users', payload: { name: '  Grace Hopper ', email: 'Grace@Example.com', password: 'password-1' } })
+    t.equal(res.statusCode, 201)
+    const user = res.json()
+    t.equal(res.headers.location, user.href)
+    t.match(user, { name: 'Grace Hopper', email: 'Grace@Example.com', role: 'user', status: 'ACTIVE' })
+    t.match(user.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+
+    const escalate = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Mallory', email: 'm@example.com', password: 'password-1', role: 'admin' } })
+    assertProblem(t, escalate, 401, 'UNAUTHENTICATED', 'anonymous role')
+    const plain = await newUser(app)
+    const byPlain = await app.inject({ method: 'POST', url: '/users', headers: plain.headers, payload: { name: 'Mallory', email: 'm@example.com', password: 'password-1', status: 'BANNED' } })
+    assertProblem(t, byPlain, 401, 'FORBIDDEN', 'plain user sets status')
+    t.match(byPlain.headers['www-authenticate'], /error="insufficient_scope"/)
+    const byAdmin = await app.inject({ method: 'POST', url: '/users', headers: admin.headers, payload: { name: 'Root 2', email: 'r2@example.com', password: 'password-1', role: 'admin' } })
+    t.equal(byAdmin.statusCode, 201)
+    t.equal(byAdmin.json().role, 'admin')
+    const mallory = await app.db.selectFrom('emails').select('id').where('address_norm', '=', 'm@example.com').execute()
+    t.equal(mallory.length, 0, 'refused sign-ups wrote nothing')
+  })
+
+  t.test('an address taken in any case is a 409 that writes nothing', async (t) => {
+    const app = await build(t)
+    await newUser(app, { email: 'taken@example.com' })
+    const before = await app.db.selectFrom('users').select('id').execute()
+    const dup = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Dup', email: 'TAKEN@example.com', password: 'password-1' } })
+    assertProblem(t, dup, 409, 'EMAIL_TAKEN')
+    const after = await app.db.selectFrom('users').select('id').execute()
+    t.equal(after.length, before.length, 'no user row left behind')
+  })
+
+  t.test('closed sign-up: only an admin creates users', async (t) => {
+    const app = await build(t, { env: { SIGNUP_OPEN: 'false' } })
+    const admin = await adminUser(app)
+    const payload = { name: 'New', email: 'new@example.com', password: 'password-1' }
+    assertProblem(t, await app.inject({ method: 'POST', url: '/users', payload }), 401, 'UNAUTHENTICATED')
+    const created = await app.inject({ method: 'POST', url: '/users', headers: admin.headers, payload })
+    t.equal(created.statusCode, 201)
+    const plainToken = await login(app, 'new@example.com', 'password-1')
+    const byPlain = await app.inject({ method: 'POST', url: '/users', headers: bearer(plainToken), payload: { ...payload, email: 'x@example.com' } })
+    assertProblem(t, byPlain, 401, 'FORBIDDEN')
+  })
+})

@@ -1,0 +1,152 @@
+import SQLite from 'better-sqlite3'
+import t from 'tap'
+import fc from 'fast-check'
+import { cachingStatements } from '../../src/database/sqlite.js'
+import { isoTimestamp } from '../../src/common/timestamps.js'
+import { assertProblem, build, ENGINE } from '../helpers.js'
+
+t.test('health', async (t) => {
+  const app = await build(t)
+  const live = await app.inject('/health/live')
+  t.equal(live.statusCode, 200)
+  t.same(live.json(), { status: 'ok' })
+  const ready = await app.inject('/health/ready')
+  t.equal(ready.statusCode, 200)
+  t.same(ready.json(), { status: 'ok' })
+})
+
+t.test('migrations create the tables on ' + ENGINE, async (t) => {
+  const app = await build(t)
+  for (const table of ['users', 'emails', 'tokens'] as const) {
+    const rows = await app.db.selectFrom(table).selectAll().execute()
+    t.ok(Array.isArray(rows), `${table} exists`)
+  }
+  const admin = await app.db.selectFrom('users').select(['role', 'name']).executeTakeFirstOrThrow()
+  t.equal(admin.role, 'admin', 'ADMIN_EMAIL created the first admin')
+})
+
+t.test('the database itself refuses two addresses that differ only by case', async (t) => {
+  const app = await build(t)
+  const user = await app.db.selectFrom('users').select('id').executeTakeFirstOrThrow()
+  const now = Date.now()
+  const row = (address: string) => ({
+    user_id: user.id, address, address_norm: address.toLowerCase(), primary_user_id: null, version: 1, created_at: now, updated_at: now
+  })
+  await app.db.insertInto('emails').values(row('Case@Example.com')).execute()
+  await t.rejects(app.db.insertInto('emails').values(row('case@EXAMPLE.com')).execute(), 'unique index on the normalised address')
+  const primary = (await app.db.selectFrom('emails').select('primary_user_id').where('primary_user_id', '=', user.id).execute())
+  t.equal(primary.length, 1, 'one primary')
+  await t.rejects(
+    app.db.insertInto('emails').values({ ...row('other@example.com'), primary_user_id: user.id }).execute(),
+    'a second primary for the same user is refused by the database'
+  )
+  await t.rejects(
+    app.db.insertInto('emails').values({ ...row('ghost@example.com'), primary_user_id: 999_999 }).execute(),
+    /foreign key|FOREIGN KEY/,
+    'a primary marker naming no user is refused by its foreign key'
+  )
+})
+
+t.test('errors are problem+json', async (t) => {
+  const app = await build(t, {
+    extend: (app) => {
+      app.get('/boom', { config: { auth: 'public' } }, async () => {
+        throw new Error('select * from secrets where password = 42')
+      })
+    }
+  })
+
+  const notFound = await app.inject('/no/such/route')
+  assertProblem(t, notFound, 404, 'NOT_FOUND')
+
+  const boom = await app.inject('/boom')
+  assertProblem(t, boom, 500, 'INTERNAL')
+  t.notMatch(boom.body, /select|secrets|password|at /, 'no internals in a 500')
+
+  const malformed = await app.inject({ method: 'POST', url: '/users', headers: { 'content-type': 'application/json' }, payload: '{"name": ' })
+  assertProblem(t, malformed, 400, 'VALIDATION_FAILED', 'malformed JSON')
+
+  const unknownField = await app.inject({ method: 'POST', url: '/users', payload: { name: 'A', email: 'a@example.com', password: 'password-1', admin: true } })
+  assertProblem(t, unknownField, 400, 'VALIDATION_FAILED', 'unknown field')
+  t.same(unknownField.json().errors, [{ path: '/admin', in: 'body', message: 'is not a known field' }])
+
+  const badAddress = await app.inject({ method: 'POST', url: '/users', payload: { name: 'A', email: 'not-an-address', password: 'password-1' } })
+  assertProblem(t, badAddress, 400, 'VALIDATION_FAILED', 'bad address')
+  t.equal(badAddress.json().errors[0].path, '/email')
+
+  const tooLong = await app.inject({ method: 'POST', url: '/users', payload: { name: 'x'.repeat(201), email: 'a@example.com', password: 'password-1' } })
+  assertProblem(t, tooLong, 400, 'VALIDATION_FAILED', 'over-long value')
+
+  const wrongType = await app.inject({ method: 'POST', url: '/users', payload: { name: 42, email: 'a@example.com', password: 'password-1' } })
+  assertProblem(t, wrongType, 400, 'VALIDATION_FAILED', 'wrong type')
+
+  const media = await app.inject({ method: 'POST', url: '/users', headers: { 'content-type': 'application/xml' }, payload: '<user/>' })
+  assertProblem(t, media, 415, 'UNSUPPORTED_MEDIA_TYPE')
+
+  const large = await app.inject({ method: 'POST', url: '/users', payload: { name: 'x'.repeat(40_000), email: 'a@example.com', password: 'password-1' } })
+  assertProblem(t, large, 413, 'PAYLOAD_TOO_LARGE')
+
+  const proto = await app.inject({ method: 'POST', url: '/users', headers: { 'content-type': 'application/json' }, payload: '{"__proto__": {"role": "admin"}, "name": "A", "email": "p@example.com", "password": "password-1"}' })
+  assertProblem(t, proto, 400, 'VALIDATION_FAILED', 'prototype poisoning')
+
+  const count = await app.db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+  t.equal(Number(count.n), 1, 'none of the refused requests wrote a user (only the admin exists)')
+})
+
+t.test('readiness answers 503 when the database is gone', async (t) => {
+  const app = await build(t)
+  await app.db.destroy()
+  const ready = await app.inject('/health/ready')
+  assertProblem(t, ready, 503, 'UNAVAILABLE')
+  t.equal(ready.headers['retry-after'], '5')
+})
+
+t.test('logs never carry the bearer token', async (t) => {
+  const lines: string[] = []
+  const { buildApp } = await import('../../src/app.js')
+  const { loadConfig } = await import('../../src/config.js')
+  const app = await buildApp(loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'debug' }), {
+    logStream: { write: (line: string) => { lines.push(line) } }
+  })
+  app.get('/echo-headers', { config: { auth: 'public' } }, async (request) => {
+    request.log.info({ headers: request.headers }, 'headers seen')
+    return { ok: true }
+  })
+  t.teardown(() => app.close())
+  await app.inject({ url: '/users', headers: { authorization: 'Bearer very-secret-token' } })
+  await app.inject({ url: '/echo-headers', headers: { authorization: 'Bearer very-secret-token' } })
+  t.match(lines.join('\n'), /headers seen/, 'requests were logged')
+  t.notMatch(lines.join('\n'), /very-secret-token/)
+})
+
+t.test('the embedded engine keeps prepared statements, bounded, least recently used first out', async (t) => {
+  const sqlite = new SQLite(':memory:')
+  const db = cachingStatements(sqlite, 2)
+  t.teardown(() => db.close())
+  const a = db.prepare('select 1 as n')
+  t.equal(db.prepare('select 1 as n'), a, 'the same text gives the same statement')
+  t.same(a.all([]), [{ n: 1 }])
+  const b = db.prepare('select 2 as n')
+  db.prepare('select 1 as n') // a is now the most recently used
+  db.prepare('select 3 as n') // evicts b
+  t.equal(db.prepare('select 1 as n'), a, 'a recently used statement stays')
+  t.not(db.prepare('select 2 as n'), b, 'the least recently used one was dropped and is prepared anew')
+  sqlite.exec('create table t (x integer)')
+  const insert = db.prepare('insert into t (x) values (?)')
+  insert.run([1])
+  db.prepare('insert into t (x) values (?)').run([2])
+  t.same(db.prepare('select x from t order by x').all([]), [{ x: 1 }, { x: 2 }], 'a kept statement runs with new values')
+})
+
+t.test('timestamps are written exactly as Date writes them', async (t) => {
+  const edges = [0, -1, 1, 951_782_400_000, 951_868_799_999, 4_107_542_400_000, -62_167_219_200_000, -62_167_219_200_001,
+    253_402_300_799_999, 253_402_300_800_000, -2_208_988_800_000, Date.now(), 1.5, Number.MAX_SAFE_INTEGER]
+  for (const ms of edges) {
+    const expected = Number.isFinite(new Date(ms).getTime()) ? new Date(ms).toISOString() : undefined
+    if (expected === undefined) t.throws(() => isoTimestamp(ms), RangeError, `${ms} is out of Date's range`)
+    else t.equal(isoTimestamp(ms), expected, String(ms))
+  }
+  fc.assert(fc.property(fc.integer({ min: -62_167_219_200_000 - 86_400_000, max: 253_402_300_800_000 + 86_400_000 }),
+    (ms) => isoTimestamp(ms) === new Date(ms).toISOString()), { numRuns: 20_000 })
+  t.pass('20 000 generated timestamps agree')
+})

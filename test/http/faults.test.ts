@@ -1,0 +1,230 @@
+import { spawn } from 'node:child_process'
+import net from 'node:net'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t, { type Test } from 'tap'
+import { assertProblem, build, ENGINE, freshDatabase, MYSQL_URL, newUser, sharedDatabase } from '../helpers.js'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+
+/** A TCP proxy in front of MySQL that a test can cut and restore, as a network outage would. */
+async function mysqlProxy() {
+  const target = new URL(MYSQL_URL)
+  const sockets = new Set<net.Socket>()
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port || 3306), target.hostname)
+    for (const s of [client, upstream]) {
+      sockets.add(s)
+      s.on('close', () => sockets.delete(s))
+      s.on('error', () => {})
+    }
+    client.pipe(upstream).pipe(client)
+  })
+  const listen = (port: number) => new Promise<number>((resolve) => server.listen(port, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port)))
+  const port = await listen(0)
+  return {
+    port,
+    async cut() {
+      await new Promise<void>((resolve) => { server.close(() => resolve()); for (const s of sockets) s.destroy() })
+    },
+    async restore() { await listen(port) },
+    async close() { for (const s of sockets) s.destroy(); server.close() }
+  }
+}
+
+t.test('the database going away answers 503, never a hang or a 500, and the service recovers by itself', { skip: ENGINE !== 'mysql' && 'needs a networked database' }, async (t) => {
+  const db = await freshDatabase()
+  t.teardown(db.drop)
+  const proxy = await mysqlProxy()
+  t.teardown(proxy.close)
+  const url = new URL(db.url)
+  url.host = `127.0.0.1:${proxy.port}`
+  const app = await build(t, { url: url.toString(), env: { DB_POOL_SIZE: '4' } })
+  const user = await newUser(app)
+  const self = () => app.inject({ url: `/users/${user.id}`, headers: user.headers })
+  t.equal((await self()).statusCode, 200, 'before')
+
+  await proxy.cut()
+  const started = Date.now()
+  const during = await Promise.all([self(), self(), app.inject('/health/ready'), app.inject({ method: 'POST', url: '/users', payload: { name: 'X', email: 'x@example.com', password: 'password-1' } })])
+  for (const res of during) assertProblem(t, res, 503, 'UNAVAILABLE', 'during the outage')
+  t.ok(during.every((r) => r.headers['retry-after']), 'with Retry-After')
+  t.ok(Date.now() - started < 8000, `answered in ${Date.now() - started} ms`)
+  t.equal((await app.inject('/health/live')).statusCode, 200, 'the process itself is alive')
+
+  await proxy.restore()
+  let recovered = false
+  for (let i = 0; i < 50 && !recovered; i++) {
+    recovered = (await self()).statusCode === 200
+    if (!recovered) await new Promise((r) => setTimeout(r, 100))
+  }
+  t.ok(recovered, 'after the outage, requests succeed again')
+  t.equal((await app.inject('/health/ready')).statusCode, 200)
+  const rows = await app.db.selectFrom('emails').select('id').where('address_norm', '=', 'x@example.com').execute()
+  t.equal(rows.length, 0, 'the refused sign-up wrote nothing')
+})
+
+t.test('a saturated pool sheds load with 503 instead of queueing without bound', { skip: ENGINE !== 'mysql' && 'the embedded engine has no pool' }, async (t) => {
+  const app = await build(t, { env: { DB_POOL_SIZE: '1', DB_QUEUE_LIMIT: '1' } })
+  const user = await newUser(app)
+  const results = await Promise.all(Array.from({ length: 30 }, () => app.inject({ url: '/users', headers: user.headers })))
+  const codes = results.map((r) => r.statusCode)
+  t.ok(codes.every((c) => c === 200 || c === 503), codes.join(','))
+  t.ok(codes.includes(503), 'some requests were shed')
+  for (const r of results.filter((r) => r.statusCode === 503)) assertProblem(t, r, 503, 'UNAVAILABLE')
+  t.equal((await app.inject({ url: '/users', headers: user.headers })).statusCode, 200, 'and it serves again once the burst is over')
+})
+
+t.test('a lagging event loop sheds load with 503 and Retry-After', async (t) => {
+  // A sustained lag, as under overload: the loop is kept busy 80 ms at a time, so every 250 ms window of the
+  // monitor averages well over the 20 ms threshold, however busy or idle the machine otherwise is.
+  const app = await build(t, { env: { MAX_EVENT_LOOP_DELAY_MS: '20' } })
+  const busy = setInterval(() => {
+    const start = Date.now()
+    while (Date.now() - start < 80) { /* the event loop is stuck */ }
+  }, 20)
+  let shed
+  let live
+  try {
+    const deadline = Date.now() + 10_000
+    while (!shed && Date.now() < deadline) {
+      const res = await app.inject('/health/ready')
+      if (res.statusCode === 503) shed = res
+      else await new Promise((r) => setTimeout(r, 10)) // an injected request may never yield to the timers
+    }
+    live = await app.inject('/health/live')
+  } finally {
+    clearInterval(busy)
+  }
+  t.ok(shed, 'a request was shed')
+  if (shed) {
+    assertProblem(t, shed, 503, 'UNAVAILABLE')
+    t.equal(shed.headers['retry-after'], '2')
+  }
+  t.equal(live.statusCode, 200, 'liveness stays 200 while the loop lags')
+  let back = false
+  for (let i = 0; i < 60 && !back; i++) {
+    back = (await app.inject('/health/ready')).statusCode === 200
+    if (!back) await new Promise((r) => setTimeout(r, 100))
+  }
+  t.ok(back, 'recovers once the loop is free')
+})
+
+async function freePort(): Promise<number> {
+  const server = net.createServer()
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
+  const port = (server.address() as net.AddressInfo).port
+  await new Promise<void>((r) => server.close(() => r()))
+  return port
+}
+
+/**
+ * The service from its sources, in a process of its own on a fresh shared database, waited for until it is ready.
+ * `onLine` receives each line it writes to stdout; `exited` settles once the process has ended and its output is
+ * all read.
+ */
+async function startService(t: Test, env: Record<string, string>, onLine: (line: string) => void = () => {}) {
+  const url = await sharedDatabase(t)
+  const port = await freePort()
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/server.ts')], {
+    cwd: root,
+    env: {
+      ...process.env, PORT: String(port), ADMIN_EMAIL: 'root@example.com', ADMIN_PASSWORD: 'root-password-1',
+      DATABASE_URL: url, MAX_EVENT_LOOP_DELAY_MS: '0', ...env
+    },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  let stderr = ''
+  child.stderr.on('data', (d) => { stderr += d })
+  let pending = ''
+  child.stdout.on('data', (d) => {
+    pending += d
+    const lines = pending.split('\n')
+    pending = lines.pop() ?? ''
+    for (const line of lines) onLine(line)
+  })
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
+  const base = `http://127.0.0.1:${port}`
+  let up = false
+  for (let i = 0; i < 200 && !up; i++) {
+    try { up = (await fetch(`${base}/health/ready`)).ok } catch { /* starting */ }
+    if (!up) await new Promise((r) => setTimeout(r, 100))
+  }
+  return { child, base, up, exited, stderr: () => stderr }
+}
+
+t.test('SIGTERM under load finishes in-flight requests, then exits cleanly', async (t) => {
+  // At debug level the service logs every request it receives: count the logins it has in hand.
+  let received = 0
+  const service = await startService(t, { LOG_LEVEL: 'debug' }, (line) => {
+    if (line.includes('"request received"') && line.includes('/auth/tokens')) received++
+  })
+  const { child, base, exited } = service
+  t.ok(service.up, 'the service started')
+  // Logins take tens of milliseconds each (argon2id, at most four at a time): the signal comes once the service
+  // has received all eight, so they are in flight when it arrives.
+  const inflight = Array.from({ length: 8 }, () => fetch(`${base}/auth/tokens`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'root@example.com', password: 'root-password-1' })
+  }).then((r) => r.status, (e: Error) => e.message))
+  for (let i = 0; i < 500 && received < 8; i++) await new Promise((r) => setTimeout(r, 10))
+  t.equal(received, 8, 'the service has received all eight logins')
+  child.kill('SIGTERM')
+  const statuses = await Promise.all(inflight)
+  t.same(statuses, Array(8).fill(201), 'every in-flight request completed')
+  t.equal(await exited, 0, `clean exit (${service.stderr().slice(0, 300)})`)
+  await t.rejects(fetch(`${base}/health/live`), 'no longer listening')
+})
+
+t.test('at info level the buffered access log is complete when the service stops', async (t) => {
+  const lines: Array<{ msg?: string; url?: string; statusCode?: number }> = []
+  const { child, base, up, exited } = await startService(t, { LOG_LEVEL: 'info' }, (line) => lines.push(JSON.parse(line)))
+  t.ok(up, 'the service started')
+  // Far fewer lines than the 4 KiB buffer holds, then a stop well within the one-second flush: only the flush on
+  // close can have written them.
+  for (let i = 0; i < 5; i++) await fetch(`${base}/health/live?n=${i}`)
+  child.kill('SIGTERM')
+  t.equal(await exited, 0, 'clean exit')
+  const logged = lines.filter((l) => l.msg === 'request' && l.url?.startsWith('/health/live?n='))
+  t.equal(logged.length, 5, 'one line per request, none lost in the buffer')
+  t.ok(logged.every((l) => l.statusCode === 200))
+  t.ok(lines.some((l) => l.msg?.startsWith('shutting down')), 'the shutdown is logged too')
+})
+
+t.test('batched log lines reach stdout however the process ends', async (t) => {
+  const script = (ending: string) => [
+    `import { LogBatch } from ${JSON.stringify(join(root, 'src/http/log-batch.ts'))}`,
+    'const out = new LogBatch(4096, 1000)',
+    'for (let i = 1; i <= 300; i++) out.write(`{"line":${i},"pad":"${"x".repeat(40)}"}\\n`)', // three batches and a part
+    ending
+  ].join('\n')
+  const endings = {
+    'process.exit()': 'process.exit(0)',
+    'the event loop running dry': '',
+    'an uncaught exception': 'setImmediate(() => { throw new Error("boom") })',
+    'a late line after close()': 'out.close(); out.write(`{"line":301}\\n`)'
+  }
+  for (const [name, ending] of Object.entries(endings)) {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(ending)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    await new Promise((resolve) => child.on('close', resolve))
+    const lines = out.trim().split('\n').map((l) => JSON.parse(l).line)
+    const expected = Array.from({ length: name.includes('late') ? 301 : 300 }, (_, i) => i + 1)
+    t.same(lines, expected, `every line, in order, after ${name}`)
+  }
+})
+
+t.test('a connection that stalls mid-request is closed after the connection timeout, without an answer', async (t) => {
+  const app = await build(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as net.AddressInfo
+  const started = Date.now()
+  const socket = net.connect(port, '127.0.0.1', () => socket.write('GET /health/live HTTP/1.1\r\nHost: roster\r\n'))
+  let received = ''
+  socket.on('data', (d) => { received += d })
+  const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started)))
+  t.equal((await fetch(`http://127.0.0.1:${port}/health/live`)).status, 200, 'the service answers others meanwhile')
+  const closedAfter = await closed
+  t.ok(closedAfter >= 9_000 && closedAfter < 15_000, `closed after ${closedAfter} ms (connectionTimeout 10 s)`)
+  t.equal(received, '', 'no answer to the unfinished request')
+})

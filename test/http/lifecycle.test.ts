@@ -1,0 +1,56 @@
+import t from 'tap'
+import { LIFECYCLE, PHASES } from '../../src/http/lifecycle.js'
+import { assertProblem, build, newUser, sharedDatabase } from '../helpers.js'
+
+// The order of the per-route steps is declared once (src/http/lifecycle.ts). These tests fail when it changes,
+// whether by an edit to the list or by a step installed some other way.
+
+t.test('the declared order of the steps, each in a phase no earlier than the one before', async (t) => {
+  t.same(LIFECYCLE.map((s) => s.step), ['authenticate', 'canonical-ids', 'multipart', 'authorize', 'rate-limit', 'conditional-get'])
+  const phases = LIFECYCLE.map((s) => PHASES.indexOf(s.phase))
+  t.same(phases, [...phases].sort((a, b) => a - b), 'phases never go backwards')
+})
+
+t.test('each route gets the steps it needs, in the declared order', async (t) => {
+  const app = await build(t)
+  const plan = (method: string, url: string) => app.routePlans.find((p) => p.method === method && p.url === url)?.steps
+  t.same(plan('GET', '/users/:user_id'), ['authenticate', 'canonical-ids', 'authorize', 'rate-limit', 'conditional-get'])
+  t.same(plan('HEAD', '/users/:user_id'), ['authenticate', 'canonical-ids', 'authorize', 'rate-limit', 'conditional-get'], 'HEAD as its GET')
+  t.same(plan('GET', '/users'), ['authenticate', 'canonical-ids', 'authorize', 'rate-limit', 'conditional-get'], 'the id filter is checked')
+  t.same(plan('PUT', '/users/:user_id/name'), ['authenticate', 'canonical-ids', 'multipart', 'authorize', 'rate-limit'])
+  t.same(plan('POST', '/users'), ['authenticate', 'multipart', 'rate-limit'], 'a public write: no authorization')
+  t.same(plan('DELETE', '/users/:user_id/emails/:email_id'), ['authenticate', 'canonical-ids', 'multipart', 'authorize', 'rate-limit'])
+  t.same(plan('GET', '/health/live'), ['authenticate', 'conditional-get'], 'health checks are never rate limited')
+  for (const p of app.routePlans) {
+    const order = p.steps.map((s) => LIFECYCLE.findIndex((l) => l.step === s))
+    t.same(order, [...order].sort((a, b) => a - b), `${p.method} ${p.url} follows the declared order`)
+  }
+})
+
+t.test('what a client sees where the steps meet', async (t) => {
+  // Users are made through an app without a limit; the probes go through one with a limit of 3, on the same data.
+  const url = await sharedDatabase(t)
+  const setup = await build(t, { url })
+  const [user, other, fresh] = [await newUser(setup), await newUser(setup), await newUser(setup)]
+  const app = await build(t, { url, env: { RATE_LIMIT_MAX: '3' } })
+
+  // authenticate before canonical-ids: an anonymous caller learns nothing about the path.
+  assertProblem(t, await app.inject({ url: '/users/01' }), 401, 'UNAUTHENTICATED', 'anonymous, bad id')
+  // canonical-ids before authorize: a malformed id is the caller's mistake, whoever it names.
+  assertProblem(t, await app.inject({ url: '/users/01', headers: user.headers }), 400, 'VALIDATION_FAILED', 'authenticated, bad id')
+  // authorize before rate-limit: a refused request is answered before it is counted.
+  for (let i = 0; i < 5; i++) {
+    assertProblem(t, await app.inject({ url: `/users/${other.id}`, headers: user.headers }), 401, 'FORBIDDEN', `refusal ${i + 1}`)
+  }
+  for (let i = 0; i < 3; i++) t.equal((await app.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode, 200, `own read ${i + 1}`)
+  assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: user.headers }), 429, 'RATE_LIMITED', 'the fourth read')
+  // conditional-get last: a 304 still passed every other step.
+  const first = await app.inject({ url: `/users/${fresh.id}`, headers: fresh.headers })
+  const again = await app.inject({ url: `/users/${fresh.id}`, headers: { ...fresh.headers, 'if-none-match': String(first.headers.etag) } })
+  t.equal(again.statusCode, 304)
+  assertProblem(t, await app.inject({ url: `/users/${fresh.id}`, headers: { 'if-none-match': String(first.headers.etag) } }), 401, 'UNAUTHENTICATED', 'no 304 without a caller')
+})
+
+t.test('a route without an authorization rule cannot be registered', async (t) => {
+  await t.rejects(build(t, { extend: (app) => { app.get('/undeclared', async () => 'x') } }), /must declare config\.auth/)
+})

@@ -1,0 +1,144 @@
+import { execFile } from 'node:child_process'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { Validator } from '@seriousme/openapi-schema-validator'
+import openapiTS, { astToString } from 'openapi-typescript'
+import t from 'tap'
+import { assertProblem, build } from '../helpers.js'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const
+type Obj = Record<string, any>
+
+function operations(doc: Obj): Array<{ method: string; path: string; op: Obj }> {
+  const out = []
+  for (const [path, item] of Object.entries<Obj>(doc.paths)) {
+    for (const method of METHODS) if (item[method]) out.push({ method, path, op: item[method] })
+  }
+  return out
+}
+
+t.test('the served document', async (t) => {
+  const app = await build(t)
+  const res = await app.inject('/openapi.json')
+  t.equal(res.statusCode, 200)
+  const doc = res.json()
+
+  t.test('validates against the OpenAPI specification', async (t) => {
+    const validator = new Validator()
+    const result = await validator.validate(doc)
+    t.ok(result.valid, JSON.stringify(result.errors ?? []).slice(0, 2000))
+    t.equal(validator.version, '3.1')
+  })
+
+  t.test('matches the committed openapi.json (regenerate with npm run openapi)', async (t) => {
+    const committed = JSON.parse(readFileSync(join(root, 'openapi.json'), 'utf8'))
+    t.same(doc, committed)
+  })
+
+  t.test('documents exactly the routes the app serves', async (t) => {
+    const served = app.routePlans
+      .filter((r) => r.method !== 'HEAD' && !r.url.startsWith('/docs') && r.url !== '/openapi.json')
+      .map((r) => `${r.method} ${r.url.replace(/:(\w+)/g, '{$1}')}`)
+      .sort()
+    const documented = operations(doc).map(({ method, path }) => `${method.toUpperCase()} ${path}`).sort()
+    t.same(documented, served)
+  })
+
+  t.test('every operation is SDK-grade', async (t) => {
+    const ids = new Set<string>()
+    for (const { method, path, op } of operations(doc)) {
+      const name = `${method.toUpperCase()} ${path}`
+      t.match(op.operationId, /^[a-z][A-Za-z]+$/, `${name}: operationId`)
+      t.notOk(ids.has(op.operationId), `${name}: operationId is unique`)
+      ids.add(op.operationId)
+      t.ok(op.tags?.length, `${name}: tagged`)
+      t.ok(op.summary, `${name}: summary`)
+      for (const [status, response] of Object.entries<Obj>(op.responses)) {
+        if (Number(status) >= 400) {
+          t.same(response.content, { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } }, `${name} ${status}: Problem`)
+        }
+      }
+      t.ok(op.responses['503'], `${name}: 503 documented`)
+      if (path.includes('{user_id}')) {
+        t.ok(op.parameters.some((p: Obj) => p.in === 'path' && p.name === 'user_id' && p.schema.type === 'integer'), `${name}: user_id`)
+      }
+      const security = op.security
+      if (path.startsWith('/health') || (method === 'post' && (path === '/users' || path === '/auth/tokens'))) {
+        t.same(security, [], `${name}: public`)
+      } else {
+        t.equal(security, undefined, `${name}: bearer by default`)
+      }
+    }
+    t.same(doc.security, [{ bearer: [] }])
+    t.equal(doc.components.securitySchemes.bearer.scheme, 'bearer')
+  })
+
+  t.test('named components, enums, headers and content types', async (t) => {
+    const schemas = doc.components.schemas
+    for (const name of ['User', 'Email', 'UserCollection', 'EmailCollection', 'Problem', 'Token', 'Credentials', 'NewUser', 'NewEmail']) {
+      t.ok(schemas[name], `component ${name}`)
+    }
+    t.same(schemas.UserStatus.enum, ['ACTIVE', 'BANNED'])
+    t.same(schemas.UserRole.enum, ['user', 'admin'])
+    t.ok(schemas.ErrorCode.enum.includes('EMAIL_TAKEN'))
+    t.same(schemas.User.properties.status, { $ref: '#/components/schemas/UserStatus' })
+    t.equal(doc.paths['/users'].get.responses['200'].content['application/json'].schema.$ref, '#/components/schemas/UserCollection')
+    t.ok(doc.paths['/users'].get.responses['200'].headers.Link, 'Link on collections')
+    t.ok(doc.paths['/users'].post.responses['201'].headers.Location, 'Location on creation')
+    t.ok(doc.paths['/users/{user_id}'].get.responses['200'].headers.ETag, 'ETag')
+    t.ok(doc.paths['/users/{user_id}'].get.responses['304'], '304')
+    t.ok(doc.paths['/auth/tokens'].post.responses['429'].headers['Retry-After'], 'Retry-After')
+    t.same(Object.keys(doc.paths['/users/{user_id}/email'].put.requestBody.content),
+      ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data', 'text/plain', 'application/octet-stream'])
+    t.same(Object.keys(doc.paths['/users'].post.requestBody.content), ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data'])
+    t.equal(doc.paths['/users/email/{email}'].get.parameters[0].name, 'email')
+    t.ok(doc.paths['/users/{user_id}/emails/{email_id}'].get.parameters.some((p: Obj) => p.name === 'email_id'))
+  })
+
+  const docs = await app.inject('/docs')
+  t.ok([200, 302].includes(docs.statusCode), '/docs answers')
+  const page = await app.inject(docs.statusCode === 302 ? String(docs.headers.location).replace(/^\.\//, '/docs/') : '/docs')
+  t.equal(page.statusCode, 200)
+  t.match(page.body, /swagger-ui/i, '/docs serves the browsable page')
+})
+
+interface FlowResult {
+  created: { id: number; name: string }
+  me: { id: number }
+  listed: { items: Array<{ id: number }> }
+  added: { address: string; primary: boolean }
+  error: { status: number }
+  errorStatus: number
+  errorCode: string
+}
+
+t.test('a client generated from the document drives the live service, strictly typed', async (t) => {
+  const app = await build(t)
+  const doc = (await app.inject('/openapi.json')).json()
+  const dir = join(root, 'test/client')
+  mkdirSync(join(dir, 'generated'), { recursive: true })
+  writeFileSync(join(dir, 'generated/roster.ts'), astToString(await openapiTS(doc)))
+
+  // Compiled in a child process without blocking this one: the app under test keeps its event loop.
+  const tsc = await promisify(execFile)(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(dir, 'tsconfig.json')])
+    .then(() => ({ code: 0, output: '' }), (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: err.code ?? 1, output: `${err.stdout ?? ''}${err.stderr ?? ''}` }))
+  t.equal(tsc.code, 0, `the client compiles strictly:\n${tsc.output}`)
+
+  const address = await app.listen({ port: 0, host: '127.0.0.1' })
+  // Imported by a computed name: the client is compiled by its own strict tsconfig above, not by the suite's.
+  const clientModule = '../client/flow.js'
+  const { flow } = await import(clientModule) as { flow: (baseUrl: string) => Promise<FlowResult> }
+  const result = await flow(address)
+  t.equal(result.created.name, 'Sdk User')
+  t.equal(result.me.id, result.created.id)
+  t.same(result.listed.items.map((u) => u.id), [result.created.id])
+  t.equal(result.added.address, 'sdk.second@example.com')
+  t.equal(result.added.primary, false)
+  t.equal(result.errorStatus, 401)
+  t.equal(result.errorCode, 'FORBIDDEN')
+  t.equal(result.error.status, 401)
+  assertProblem(t, await app.inject('/users/1'), 401, 'UNAUTHENTICATED')
+})

@@ -1,0 +1,143 @@
+import { randomBytes } from 'node:crypto'
+import { Redis } from 'ioredis'
+import t, { type Test } from 'tap'
+import type { App } from '../../src/app.js'
+import { MemoryCounter } from '../../src/limits/counters.js'
+import { ADMIN, assertProblem, build, newUser, sharedDatabase } from '../helpers.js'
+
+const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+async function redisReachable(): Promise<boolean> {
+  const probe = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  probe.on('error', () => {})
+  try {
+    await probe.connect()
+    await probe.ping()
+    return true
+  } catch {
+    return false
+  } finally {
+    probe.disconnect()
+  }
+}
+
+const login = (app: App, email: string, password: string, extra: { remoteAddress?: string; headers?: Record<string, string> } = {}) =>
+  app.inject({ method: 'POST', url: '/auth/tokens', payload: { email, password }, ...extra })
+
+/** The login guard, on whichever store the apps were built with. `apps` share one store when there are two. */
+async function loginGuard(t: Test, apps: [App, App]) {
+  const [a, b] = apps
+  const user = await newUser(a, { email: `guard.${randomBytes(3).toString('hex')}@example.com`, password: 'right-password' })
+  for (let i = 0; i < 3; i++) {
+    assertProblem(t, await login(a, user.email, 'wrong-password'), 401, 'INVALID_CREDENTIALS', `failure ${i + 1}`)
+  }
+  const blocked = await login(b, user.email, 'right-password')
+  assertProblem(t, blocked, 429, 'RATE_LIMITED', 'the account is locked, even for the right password')
+  const retry = Number(blocked.headers['retry-after'])
+  t.ok(retry > 0 && retry <= 60, `Retry-After ${retry}`)
+  assertProblem(t, await login(a, user.email.toUpperCase(), 'right-password'), 429, 'RATE_LIMITED', 'in any case of the address')
+  const other = await newUser(a, { password: 'other-password' })
+  t.equal((await login(b, other.email, 'other-password')).statusCode, 201, 'other accounts are not affected')
+}
+
+t.test('failed logins are limited per account (memory)', async (t) => {
+  const app = await build(t, { env: { LOGIN_MAX_FAILURES: '3', LOGIN_WINDOW_SECONDS: '60' } })
+  await loginGuard(t, [app, app])
+})
+
+t.test('failed logins are limited per client address; a forged X-Forwarded-For does not help', async (t) => {
+  const app = await build(t, { env: { LOGIN_MAX_FAILURES: '100', LOGIN_MAX_FAILURES_PER_CLIENT: '4' } })
+  const user = await newUser(app, { password: 'right-password' })
+  for (let i = 0; i < 4; i++) await login(app, `nobody${i}@example.com`, 'guess', { remoteAddress: '203.0.113.7' })
+  assertProblem(t, await login(app, user.email, 'right-password', { remoteAddress: '203.0.113.7' }), 429, 'RATE_LIMITED', 'that address is locked')
+  const forged = await login(app, user.email, 'right-password', { remoteAddress: '203.0.113.7', headers: { 'x-forwarded-for': '198.51.100.1' } })
+  assertProblem(t, forged, 429, 'RATE_LIMITED', 'X-Forwarded-For is ignored without TRUST_PROXY')
+  t.equal((await login(app, user.email, 'right-password', { remoteAddress: '203.0.113.8' })).statusCode, 201, 'another address logs in')
+})
+
+t.test('behind a configured proxy the forwarded address is the client', async (t) => {
+  const app = await build(t, { env: { LOGIN_MAX_FAILURES: '100', LOGIN_MAX_FAILURES_PER_CLIENT: '2', TRUST_PROXY: '10.0.0.1' } })
+  const user = await newUser(app, { password: 'right-password' })
+  const via = (client: string) => ({ remoteAddress: '10.0.0.1', headers: { 'x-forwarded-for': client } })
+  for (let i = 0; i < 2; i++) await login(app, 'nobody@example.com', 'guess', via('198.51.100.1'))
+  assertProblem(t, await login(app, user.email, 'right-password', via('198.51.100.1')), 429, 'RATE_LIMITED')
+  t.equal((await login(app, user.email, 'right-password', via('198.51.100.2'))).statusCode, 201)
+})
+
+t.test('the general rate limit counts per caller', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_MAX: '5', RATE_LIMIT_WINDOW_SECONDS: '60' } })
+  // Each sign-up and login comes from its own address: the anonymous buckets stay apart from the users'.
+  const user = await newUser(app)
+  const self = () => app.inject({ url: `/users/${user.id}`, headers: user.headers })
+  for (let i = 0; i < 5; i++) t.equal((await self()).statusCode, 200, `request ${i + 1}`)
+  const limited = await self()
+  assertProblem(t, limited, 429, 'RATE_LIMITED')
+  t.ok(Number(limited.headers['retry-after']) > 0, 'Retry-After')
+  t.equal((await app.inject('/health/ready')).statusCode, 200, 'health checks are never limited')
+  const admin = await login(app, ADMIN.email, ADMIN.password, { remoteAddress: '198.51.100.9' })
+  t.equal(admin.statusCode, 201, 'anonymous requests from another address have their own bucket')
+  const other = await app.inject({ url: '/users', headers: { authorization: `Bearer ${admin.json().token}` } })
+  t.equal(other.statusCode, 200, 'another user, from the same address as the limited one, has its own bucket')
+})
+
+t.test('requests refused at authentication count against their address', async (t) => {
+  const app = await build(t, { env: { RATE_LIMIT_MAX: '3', RATE_LIMIT_WINDOW_SECONDS: '60' } })
+  const user = await newUser(app)
+  const from = '203.0.113.7'
+  const read = (headers: Record<string, string>) => app.inject({ url: `/users/${user.id}`, headers, remoteAddress: from })
+  const refused = [
+    await read({}),
+    await read({ authorization: 'Bearer not-a-token-of-ours' }),
+    await read({ authorization: 'Basic dXNlcjpwYXNz' })
+  ]
+  t.same(refused.map((r) => r.statusCode), [401, 401, 401], 'refused while within the limit')
+  const limited = await read({ authorization: 'Bearer still-not-a-token' })
+  assertProblem(t, limited, 429, 'RATE_LIMITED')
+  t.ok(Number(limited.headers['retry-after']) > 0, 'Retry-After')
+  const login = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: user.password }, remoteAddress: from })
+  assertProblem(t, login, 429, 'RATE_LIMITED', 'the address is over its anonymous limit on public routes too')
+  t.equal((await read(user.headers)).statusCode, 200, 'a valid caller from that address counts in its own bucket')
+  t.equal((await app.inject({ url: `/users/${user.id}`, remoteAddress: '203.0.113.8' })).statusCode, 401, 'another address is not held')
+})
+
+t.test('with Redis, limits are shared by every instance', async (t) => {
+  if (!(await redisReachable())) {
+    if (process.env.REQUIRE_REDIS === '1') t.fail(`Redis at ${REDIS_URL} is unreachable and REQUIRE_REDIS=1`)
+    else t.comment(`Redis at ${REDIS_URL} is unreachable: the shared-store test did not run`)
+    return
+  }
+  const prefix = `roster-test:${randomBytes(6).toString('hex')}:`
+  t.teardown(async () => {
+    const redis = new Redis(REDIS_URL)
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length) await redis.del(...keys)
+    await redis.quit()
+  })
+  const env = { RATE_LIMIT_REDIS_URL: REDIS_URL, REDIS_KEY_PREFIX: prefix, LOGIN_MAX_FAILURES: '3', LOGIN_WINDOW_SECONDS: '60' }
+  const url = await sharedDatabase(t)
+  const a = await build(t, { url, env })
+  const b = await build(t, { url, env })
+  await loginGuard(t, [a, b])
+
+  const limitedEnv = { ...env, RATE_LIMIT_MAX: '4' }
+  const c = await build(t, { url, env: limitedEnv })
+  const d = await build(t, { url, env: limitedEnv })
+  const user = await newUser(a)
+  const codes = []
+  for (let i = 0; i < 3; i++) codes.push((await c.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode)
+  for (let i = 0; i < 2; i++) codes.push((await d.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode)
+  t.same(codes, [200, 200, 200, 200, 429], 'the fifth request, on the other instance, is over the shared limit')
+})
+
+t.test('in-memory counters stay bounded under a flood of distinct callers', async (t) => {
+  const counter = new MemoryCounter(100)
+  t.teardown(() => counter.close())
+  for (let i = 0; i < 1000; i++) counter.hit(`flood-${i}`, 60_000)
+  t.ok(counter.size <= 100, `at most 100 windows kept (${counter.size})`)
+  t.equal(counter.hit('flood-999', 60_000).count, 2, 'the newest windows are the ones kept')
+  t.equal(counter.hit('flood-0', 60_000).count, 1, 'the oldest were dropped first')
+  const expired = counter.hit('short', 1)
+  await new Promise((r) => setTimeout(r, 5))
+  t.equal(counter.hit('short', 60_000).count, 1, 'an expired window starts over')
+  t.equal(expired.count, 1)
+})

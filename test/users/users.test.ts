@@ -1,0 +1,148 @@
+import t from 'tap'
+import type { App } from '../../src/app.js'
+import { adminUser, assertProblem, build, login, newUser, type TestUser } from '../helpers.js'
+
+type Kind = 'anonymous' | 'self' | 'other' | 'admin'
+const KINDS: Kind[] = ['anonymous', 'self', 'other', 'admin']
+
+interface Case {
+  name: string
+  request: (target: TestUser) => { method: 'GET' | 'PUT' | 'DELETE'; url: string; payload?: Record<string, string> }
+  expect: Record<Kind, number | 'FORBIDDEN' | 'UNAUTHENTICATED'>
+}
+
+const cases: Case[] = [
+  { name: 'GET /users/{id}', request: (u) => ({ method: 'GET', url: `/users/${u.id}` }), expect: { anonymous: 'UNAUTHENTICATED', self: 200, other: 'FORBIDDEN', admin: 200 } },
+  { name: 'GET /users/email/{email}', request: (u) => ({ method: 'GET', url: `/users/email/${encodeURIComponent(u.email.toUpperCase())}` }), expect: { anonymous: 'UNAUTHENTICATED', self: 200, other: 'FORBIDDEN', admin: 200 } },
+  { name: 'PUT /users/{id}/name', request: (u) => ({ method: 'PUT', url: `/users/${u.id}/name`, payload: { name: 'Renamed' } }), expect: { anonymous: 'UNAUTHENTICATED', self: 200, other: 'FORBIDDEN', admin: 200 } },
+  { name: 'PUT /users/{id}/status', request: (u) => ({ method: 'PUT', url: `/users/${u.id}/status`, payload: { status: 'BANNED' } }), expect: { anonymous: 'UNAUTHENTICATED', self: 'FORBIDDEN', other: 'FORBIDDEN', admin: 200 } },
+  { name: 'PUT /users/{id}/role', request: (u) => ({ method: 'PUT', url: `/users/${u.id}/role`, payload: { role: 'admin' } }), expect: { anonymous: 'UNAUTHENTICATED', self: 'FORBIDDEN', other: 'FORBIDDEN', admin: 200 } },
+  { name: 'PUT /users/{id}/password', request: (u) => ({ method: 'PUT', url: `/users/${u.id}/password`, payload: { password: 'brand-new-pass', current_password: u.password } }), expect: { anonymous: 'UNAUTHENTICATED', self: 204, other: 'FORBIDDEN', admin: 204 } },
+  { name: 'DELETE /users/{id}', request: (u) => ({ method: 'DELETE', url: `/users/${u.id}` }), expect: { anonymous: 'UNAUTHENTICATED', self: 204, other: 'FORBIDDEN', admin: 204 } }
+]
+
+async function snapshot(app: App) {
+  const users = await app.db.selectFrom('users').select(['id', 'name', 'status', 'role', 'version', 'password_hash']).orderBy('id').execute()
+  const emails = await app.db.selectFrom('emails').select(['id', 'address', 'primary_user_id']).orderBy('id').execute()
+  return JSON.stringify({ users, emails })
+}
+
+for (const c of cases) {
+  t.test(`authorization matrix: ${c.name}`, async (t) => {
+    const app = await build(t)
+    const admin = await adminUser(app)
+    for (const kind of KINDS) {
+      const target = await newUser(app)
+      const other = await newUser(app)
+      const headers = { anonymous: {}, self: target.headers, other: other.headers, admin: admin.headers }[kind]
+      const before = await snapshot(app)
+      const res = await app.inject({ ...c.request(target), headers })
+      const expected = c.expect[kind]
+      if (typeof expected === 'number') {
+        t.equal(res.statusCode, expected, `${kind}: ${expected} (${res.body.slice(0, 120)})`)
+      } else {
+        assertProblem(t, res, 401, expected, `${kind}`)
+        t.match(res.headers['www-authenticate'], expected === 'FORBIDDEN' ? /^Bearer realm="api", error="insufficient_scope"$/ : /^Bearer realm="api"$/)
+        t.equal(await snapshot(app), before, `${kind}: a refusal changes nothing`)
+      }
+    }
+  })
+}
+
+t.test('unknown users: 404 for an admin, the same 401 as an existing user for anyone else', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const plain = await newUser(app)
+  const other = await newUser(app)
+  for (const [method, url] of [['GET', '/users/999999'], ['DELETE', '/users/999999'], ['GET', '/users/email/nobody%40example.com']] as const) {
+    assertProblem(t, await app.inject({ method, url, headers: admin.headers }), 404, 'USER_NOT_FOUND', `admin ${method} ${url}`)
+    const missing = await app.inject({ method, url, headers: plain.headers })
+    assertProblem(t, missing, 401, 'FORBIDDEN', `plain ${method} ${url}`)
+  }
+  const existing = await app.inject({ url: `/users/${other.id}`, headers: plain.headers })
+  const missing = await app.inject({ url: '/users/999999', headers: plain.headers })
+  t.same(existing.json().code, missing.json().code, 'existence is not revealed')
+  t.same(existing.headers['www-authenticate'], missing.headers['www-authenticate'])
+})
+
+t.test('GET /users/{id} and /users/email/{email}', async (t) => {
+  const app = await build(t, { env: { PUBLIC_URL: 'https://api.example.com/' } })
+  const admin = await adminUser(app)
+  const user = await newUser(app, { name: 'Ada Lovelace', email: 'Ada@Example.com' })
+  await app.inject({ method: 'POST', url: `/users/${user.id}/emails`, headers: user.headers, payload: { address: 'countess@example.org' } })
+  const res = await app.inject({ url: `/users/${user.id}`, headers: user.headers })
+  t.equal(res.statusCode, 200)
+  t.match(res.headers.etag, /^"v\d+"$/)
+  const body = res.json()
+  t.same(Object.keys(body).sort(), ['created_at', 'email', 'href', 'id', 'name', 'role', 'status', 'updated_at'])
+  t.equal(body.href, `https://api.example.com/users/${user.id}`, 'PUBLIC_URL makes hrefs absolute')
+  t.equal(body.email, 'Ada@Example.com', 'the primary address, as given')
+
+  const byOther = await app.inject({ url: '/users/email/COUNTESS%40example.org', headers: admin.headers })
+  t.equal(byOther.statusCode, 200, 'any address, any case')
+  t.equal(byOther.json().id, user.id)
+})
+
+t.test('ids in paths are canonical decimal', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const user = await newUser(app)
+  t.equal((await app.inject({ url: `/users/${user.id}`, headers: admin.headers })).statusCode, 200)
+  for (const alias of [`0${user.id}`, `${user.id}e0`, `0x${user.id.toString(16)}`, `+${user.id}`, `%20${user.id}`, `${user.id}.0`, '9007199254740992', '0', '-1', '99999999999999999999']) {
+    assertProblem(t, await app.inject({ url: `/users/${alias}`, headers: admin.headers }), 400, 'VALIDATION_FAILED', `/users/${alias}`)
+  }
+  assertProblem(t, await app.inject({ url: `/users/${user.id}/`, headers: admin.headers }), 404, 'NOT_FOUND', 'trailing slash')
+  assertProblem(t, await app.inject({ url: '/users/9007199254740991', headers: admin.headers }), 404, 'USER_NOT_FOUND', 'largest id is valid')
+})
+
+t.test('DELETE /users/{id} removes its addresses and tokens', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app, { email: 'gone@example.com' })
+  await app.inject({ method: 'POST', url: `/users/${user.id}/emails`, headers: user.headers, payload: { address: 'gone2@example.com' } })
+  const res = await app.inject({ method: 'DELETE', url: `/users/${user.id}`, headers: user.headers })
+  t.equal(res.statusCode, 204)
+  t.equal((await app.db.selectFrom('emails').select('id').where('user_id', '=', user.id).execute()).length, 0)
+  t.equal((await app.db.selectFrom('tokens').select('id').where('user_id', '=', user.id).execute()).length, 0)
+  assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: user.headers }), 401, 'UNAUTHENTICATED')
+  const again = await newUser(app, { email: 'GONE@example.com' })
+  t.ok(again.id > user.id, 'the address is free again')
+})
+
+t.test('password changes', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const user = await newUser(app, { email: 'pw@example.com', password: 'first-password' })
+  const other = await login(app, 'pw@example.com', 'first-password')
+
+  const missing = await app.inject({ method: 'PUT', url: `/users/${user.id}/password`, headers: user.headers, payload: { password: 'second-password' } })
+  assertProblem(t, missing, 400, 'VALIDATION_FAILED', 'self without current_password')
+  const wrong = await app.inject({ method: 'PUT', url: `/users/${user.id}/password`, headers: user.headers, payload: { password: 'second-password', current_password: 'nope-nope' } })
+  assertProblem(t, wrong, 401, 'INVALID_CREDENTIALS', 'wrong current password')
+  const short = await app.inject({ method: 'PUT', url: `/users/${user.id}/password`, headers: user.headers, payload: { password: 'short', current_password: 'first-password' } })
+  assertProblem(t, short, 400, 'VALIDATION_FAILED', 'too short')
+
+  const ok = await app.inject({ method: 'PUT', url: `/users/${user.id}/password`, headers: user.headers, payload: { password: 'second-password', current_password: 'first-password' } })
+  t.equal(ok.statusCode, 204)
+  t.equal((await app.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode, 200, 'the calling token lives')
+  assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: { authorization: `Bearer ${other}` } }), 401, 'UNAUTHENTICATED', 'other tokens are revoked')
+  await t.rejects(login(app, 'pw@example.com', 'first-password'), 'old password is gone')
+
+  const byAdmin = await app.inject({ method: 'PUT', url: `/users/${user.id}/password`, headers: admin.headers, payload: { password: 'third-password' } })
+  t.equal(byAdmin.statusCode, 204, 'an admin needs no current password')
+  assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: user.headers }), 401, 'UNAUTHENTICATED', 'admin reset revokes every token')
+  t.ok(await login(app, 'pw@example.com', 'third-password'))
+})
+
+t.test('promoting a user to admin widens what it may reach; invalid values change nothing', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const user = await newUser(app)
+  const other = await newUser(app)
+  assertProblem(t, await app.inject({ url: `/users/${other.id}`, headers: user.headers }), 401, 'FORBIDDEN', 'before')
+  const bad = await app.inject({ method: 'PUT', url: `/users/${user.id}/role`, headers: admin.headers, payload: { role: 'root' } })
+  assertProblem(t, bad, 400, 'VALIDATION_FAILED', 'unknown role')
+  const promoted = await app.inject({ method: 'PUT', url: `/users/${user.id}/role`, headers: admin.headers, payload: { role: 'admin' } })
+  t.equal(promoted.statusCode, 200)
+  t.equal(promoted.json().role, 'admin')
+  t.equal((await app.inject({ url: `/users/${other.id}`, headers: user.headers })).statusCode, 200, 'after')
+})
