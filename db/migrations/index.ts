@@ -1,9 +1,11 @@
 import type { Migration, MigrationProvider } from 'kysely'
 import * as m0001 from './0001_initial.js'
+import * as m0002 from './0002_primary_user_fk.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
-  '0001_initial': m0001
+  '0001_initial': m0001,
+  '0002_primary_user_fk': m0002
 }
 
 export const migrationProvider: MigrationProvider = {
