@@ -2,21 +2,63 @@
 // The test command: typecheck, then the whole tap suite on the embedded SQLite, then again on MySQL/MariaDB.
 // MySQL comes from TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306); the suite creates and drops its own
 // databases there. When it is unreachable that leg is skipped with a notice, or fails when REQUIRE_MYSQL=1.
-// Ends with one line: "N passed, N failed".
+// Prints one line per test file as it finishes, the details of each failure, and ends with one line:
+// "N passed, N failed". The whole TAP stream of each leg is kept in .tap/<leg>.tap.
 import { spawn } from 'node:child_process'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { createConnection } from 'mysql2/promise'
 
 const mysqlUrl = process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306'
 const requireMysql = process.env.REQUIRE_MYSQL === '1'
 const extraArgs = process.argv.slice(2)
 
-function run(cmd, args, env) {
+/** Runs a command; its standard output is gathered, and each complete line is shown to `show` as it arrives. */
+function run(cmd, args, env, show = (line) => console.log(line)) {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
-    child.stdout.on('data', (chunk) => { out += chunk; process.stdout.write(chunk) })
-    child.on('close', (code) => resolve({ code: code ?? 1, out }))
+    let partial = ''
+    child.stdout.on('data', (chunk) => {
+      out += chunk
+      const lines = (partial + chunk).split('\n')
+      partial = lines.pop()
+      for (const line of lines) show(line)
+    })
+    child.on('close', (code) => {
+      if (partial) show(partial)
+      resolve({ code: code ?? 1, out })
+    })
   })
+}
+
+/** A test file's own result: tap's top-level `ok`/`not ok` lines (subtests are indented). */
+const fileResult = (line) => /^(not )?ok \d+ - /.test(line)
+
+/** Whether a failure at `indent` on line `at` closes a subtest in which something deeper failed. */
+function failedWithin(lines, at, indent) {
+  for (let j = at - 1; j >= 0; j--) {
+    if (lines[j].trim() === '') continue
+    const depth = lines[j].search(/\S/)
+    if (depth <= indent) return false
+    if (/^\s*not ok /.test(lines[j])) return true
+  }
+  return false
+}
+
+/** Each failed assertion with its diagnostics: a `not ok` line and the lines indented under it. */
+function failures(tap, most = 300) {
+  const lines = tap.split('\n')
+  const out = []
+  for (let i = 0; i < lines.length && out.length < most; i++) {
+    const m = /^(\s*)not ok /.exec(lines[i])
+    if (!m) continue
+    const indent = m[1].length
+    // A failed parent follows its children's failures: only the innermost ones are shown.
+    if (failedWithin(lines, i, indent)) continue
+    out.push(lines[i])
+    while (i + 1 < lines.length && (lines[i + 1].trim() === '' || lines[i + 1].search(/\S/) > indent)) out.push(lines[++i])
+  }
+  return out.join('\n')
 }
 
 /** tap's closing summary line: "# { total: 73, pass: 72, fail: 1, skip: 0 }". */
@@ -58,8 +100,12 @@ else if (requireMysql) {
 
 for (const leg of legs) {
   console.log(`\n# ===== suite on ${leg.name} =====`)
-  const res = await run('npx', ['--no-install', 'tap', '--reporter=tap', '--disable-coverage', '--allow-empty-coverage', ...extraArgs], leg.env)
+  const res = await run('npx', ['--no-install', 'tap', '--reporter=tap', '--disable-coverage', '--allow-empty-coverage', ...extraArgs], leg.env,
+    (line) => { if (fileResult(line)) console.log(`# ${leg.name}: ${line.replace(/ # time=.*$/, '')}`) })
+  mkdirSync('.tap', { recursive: true })
+  writeFileSync(`.tap/${leg.name}.tap`, res.out)
   const c = count(res.out)
+  if (c.failed > 0 || res.code !== 0) console.log(`\n# failures on ${leg.name} (the whole TAP stream is in .tap/${leg.name}.tap):\n${failures(res.out)}\n`)
   console.log(`# ${leg.name}: ${c.passed} passed, ${c.failed} failed`)
   totals.passed += c.passed
   totals.failed += c.failed
