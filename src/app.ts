@@ -132,7 +132,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   installLoadShedding(app, config.MAX_EVENT_LOOP_DELAY_MS)
 
   // The database: opened, migrated when configured, closed with the app.
-  const { db, dialect } = createDatabase({ url: config.DATABASE_URL, poolSize: config.DB_POOL_SIZE, queueLimit: config.DB_QUEUE_LIMIT })
+  const { db, dialect, read } = createDatabase({ url: config.DATABASE_URL, poolSize: config.DB_POOL_SIZE, queueLimit: config.DB_QUEUE_LIMIT })
   app.decorate('db', db)
   app.decorate('dialect', dialect)
   app.addHook('onClose', async () => { await db.destroy() })
@@ -163,7 +163,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   // Every route registered from here on gets its steps, in the one order src/http/lifecycle.ts declares.
   const limiter = rateLimiter({ counter: counters.requests, max: config.RATE_LIMIT_MAX, windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS })
   installLifecycle(app, {
-    authenticate: authenticateStep({ findCaller: callerLookup(db), publicPrefixes: [DOCS_PREFIX], onRefusal: limiter.refusal }),
+    authenticate: authenticateStep({ findCaller: callerLookup(db, read), publicPrefixes: [DOCS_PREFIX], onRefusal: limiter.refusal }),
     'canonical-ids': canonicalIdsStep,
     multipart: multipartStep,
     authorize: authorizeStep,

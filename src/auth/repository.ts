@@ -1,6 +1,5 @@
-import { CompiledQuery } from 'kysely'
 import { addressLookupKey } from '../common/text.js'
-import type { Db, Trx } from '../database/index.js'
+import type { Db, DirectRead, Trx } from '../database/index.js'
 import type { UserRow } from '../users/repository.js'
 
 export type Caller = UserRow & { tokenHash: string }
@@ -12,9 +11,9 @@ export async function insertToken(db: Db, userId: number, hash: string, now: num
 /**
  * The caller a token belongs to, with its whole user row and primary address, in one indexed query: expired tokens
  * and banned users resolve to nobody. For the hot path, the query is built and compiled once; each request only
- * executes it with its own values.
+ * executes it with its own values, through the database's direct read (no executor around it).
  */
-export function callerLookup(db: Db): (hash: string) => Promise<Caller | undefined> {
+export function callerLookup(db: Db, read: DirectRead): (hash: string) => Promise<Caller | undefined> {
   const HASH = '\u0000hash'
   const NOW = -1
   const compiled = callerQuery(db, HASH, NOW).compile()
@@ -26,8 +25,7 @@ export function callerLookup(db: Db): (hash: string) => Promise<Caller | undefin
     const parameters = template.slice()
     parameters[hashAt] = hash
     parameters[nowAt] = Date.now()
-    const { rows } = await db.executeQuery<Caller>(CompiledQuery.raw(compiled.sql, parameters))
-    const row = rows[0]
+    const row = (await read<Caller>(compiled.sql, parameters))[0]
     if (row) row.tokenHash = hash
     return row
   }

@@ -1,11 +1,11 @@
 import { mkdirSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import SQLite from 'better-sqlite3'
-import { Kysely, Migrator, sql, SqliteDialect, type Transaction } from 'kysely'
+import { CompiledQuery, Kysely, Migrator, sql, SqliteDialect, type Transaction } from 'kysely'
 import { createPool } from 'mysql2'
 import type { Database } from '../../db/types.js'
 import { migrationProvider } from '../../db/migrations/index.js'
-import { PreparingMysqlDialect } from './mysql-driver.js'
+import { PreparingMysqlDialect, readRows } from './mysql-driver.js'
 import { cachingStatements } from './sqlite.js'
 
 /** The database handle every repository takes. */
@@ -14,6 +14,20 @@ export type Db = Kysely<Database>
 export type Trx = Transaction<Database>
 
 export type DialectName = 'mysql' | 'sqlite'
+
+/**
+ * Runs one read-only statement (compiled by Kysely) outside Kysely's executor, for the one query every
+ * authenticated request runs. On MySQL: a prepared execution on the pool. On SQLite: the kept statement, at once,
+ * unless a transaction is open on the single connection; then through Kysely, which waits for it to end, so an
+ * uncommitted row is never read.
+ */
+export type DirectRead = <R>(sql: string, parameters: readonly unknown[]) => Promise<R[]>
+
+export interface OpenDatabase {
+  db: Db
+  dialect: DialectName
+  read: DirectRead
+}
 
 export interface DatabaseOptions {
   url?: string | undefined
@@ -36,7 +50,7 @@ export function sqlitePath(url: string): string {
 /**
  * Opens the database a URL names: MySQL through a bounded mysql2 pool, or an embedded SQLite file (the default).
  */
-export function createDatabase(options: DatabaseOptions): { db: Db; dialect: DialectName } {
+export function createDatabase(options: DatabaseOptions): OpenDatabase {
   const url = options.url ?? `sqlite:${DEFAULT_SQLITE_FILE}`
   if (url.startsWith('mysql://')) {
     const pool = createPool({
@@ -51,7 +65,8 @@ export function createDatabase(options: DatabaseOptions): { db: Db; dialect: Dia
       // far below the server-wide max_prepared_stmt_count even with several instances on one server.
       maxPreparedStatements: MAX_PREPARED_STATEMENTS
     })
-    return { db: new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool) }), dialect: 'mysql' }
+    const read: DirectRead = (text, parameters) => readRows(pool, text, parameters)
+    return { db: new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool) }), dialect: 'mysql', read }
   }
   const file = sqlitePath(url)
   if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true })
@@ -60,7 +75,17 @@ export function createDatabase(options: DatabaseOptions): { db: Db; dialect: Dia
   sqlite.pragma('synchronous = NORMAL')
   sqlite.pragma('foreign_keys = ON')
   sqlite.pragma('busy_timeout = 5000')
-  return { db: new Kysely<Database>({ dialect: new SqliteDialect({ database: cachingStatements(sqlite) }) }), dialect: 'sqlite' }
+  const statements = cachingStatements(sqlite)
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }) })
+  const read: DirectRead = <R>(text: string, parameters: readonly unknown[]) => {
+    if (sqlite.inTransaction || !sqlite.open) return db.executeQuery<R>(CompiledQuery.raw(text, [...parameters])).then((r) => [...r.rows])
+    try {
+      return Promise.resolve(statements.prepare(text).all(parameters) as R[])
+    } catch (err) {
+      return Promise.reject(err)
+    }
+  }
+  return { db, dialect: 'sqlite', read }
 }
 
 /** Applies every pending migration; throws with the failing migration's error. */

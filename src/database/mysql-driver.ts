@@ -32,6 +32,11 @@ function run(on: Runner, sql: string, parameters: readonly unknown[]): Promise<Q
   })
 }
 
+/** The rows of one statement run on the pool (prepared, for a data statement), outside Kysely's executor. */
+export function readRows<R>(pool: Pool, sql: string, parameters: readonly unknown[]): Promise<R[]> {
+  return run(pool, sql, parameters).then((result) => result.rows as R[])
+}
+
 function toQueryResult(result: unknown): QueryResult<Row> {
   if (Array.isArray(result)) return { rows: result as Row[] }
   const packet = result as Packet | null

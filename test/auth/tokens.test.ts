@@ -166,3 +166,16 @@ t.test('sign-up', async (t) => {
     assertProblem(t, byPlain, 401, 'FORBIDDEN')
   })
 })
+
+t.test('the caller lookup never sees an uncommitted revocation', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app)
+  const trx = await app.db.startTransaction().execute()
+  await trx.deleteFrom('tokens').where('user_id', '=', user.id).execute()
+  // Asked while the revocation is open: SQLite waits for it to end, MySQL reads the committed row.
+  const during = app.inject({ url: `/users/${user.id}`, headers: user.headers })
+  await new Promise((resolve) => setTimeout(resolve, 50))
+  await trx.rollback().execute()
+  t.equal((await during).statusCode, 200, 'the token stands: its revocation never committed')
+  t.equal((await app.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode, 200, 'and after the rollback')
+})
