@@ -6,17 +6,19 @@
 // in rounds that alternate the three (ABC, then CBA), so that a change in the machine's speed during the run weighs
 // on all alike; its ratios are the medians of the rounds' ratios. Prints requests/s, p50, p99, errors, non-2xx, the
 // server's CPU time per request and its peak RSS per scenario, Roster's scenario-1 throughput and p99 as ratios of
-// each baseline's, and the EXPLAIN of the collection queries. Writes everything to bench/results/latest.json.
+// each baseline's, and the EXPLAIN of the collection queries. The `embedded` scenario does scenario 1 again on the
+// SQLite default (a file of its own, seeded alike) against a bare node:http + better-sqlite3 baseline, in
+// alternating rounds too. Writes everything to bench/results/latest.json.
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
 import { parseArgs } from 'node:util'
 import { CompiledQuery } from 'kysely'
 import { createConnection, type Connection } from 'mysql2/promise'
-import { createDatabase } from '../src/database.js'
-import { tokenHash } from '../src/lib/secrets.js'
-import { callerQuery } from '../src/repositories/tokens.js'
-import { listUsersQuery } from '../src/repositories/users.js'
+import { createDatabase } from '../src/database/index.js'
+import { tokenHash } from '../src/auth/secrets.js'
+import { callerQuery } from '../src/auth/repository.js'
+import { listUsersQuery } from '../src/users/repository.js'
 import { seed, type SeededUser } from '../scripts/seed.js'
 
 const { values: args } = parseArgs({
@@ -28,7 +30,8 @@ const { values: args } = parseArgs({
     'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' },
     database: { type: 'string', default: 'roster_bench' },
     reuse: { type: 'boolean', default: false },
-    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,login' },
+    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,login,embedded' },
+    'sqlite-file': { type: 'string', default: 'bench/results/roster_bench.sqlite' },
     'log-level': { type: 'string', default: 'info' },
     'node-options': { type: 'string', default: '' }
   }
@@ -48,6 +51,10 @@ const ADMIN = { email: 'bench-admin@example.com', password: 'bench-admin-passwor
 const ROSTER_PORT = 3301
 const BASELINE_PORT = 3302
 const PREPARED_BASELINE_PORT = 3303
+const EMBEDDED_ROSTER_PORT = 3304
+const EMBEDDED_BASELINE_PORT = 3305
+const SQLITE_FILE = args['sqlite-file']!
+const SQLITE_TOKENS = `${RESULTS}/tokens-embedded.jsonl`
 
 const log = (line: string) => console.log(`# ${line}`)
 
@@ -86,10 +93,10 @@ function startCommand(): string[] {
   return rest
 }
 
-function startRoster(): ChildProcess {
+function startRoster(databaseUrl = DATABASE_URL, port = ROSTER_PORT): ChildProcess {
   return spawn(process.execPath, startCommand(), {
     env: {
-      ...process.env, DATABASE_URL, PORT: String(ROSTER_PORT), HOST: '127.0.0.1', LOG_LEVEL: args['log-level'],
+      ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: args['log-level'],
       ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, DB_POOL_SIZE: '10', NODE_ENV: 'production',
       // The limiter runs (its cost is measured) but the load generator's few callers never reach it.
       RATE_LIMIT_MAX: '100000000', LOGIN_MAX_FAILURES_PER_CLIENT: '100000',
@@ -108,6 +115,28 @@ function startBaseline(statements: 'text' | 'prepared', port: number): ChildProc
     env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(port), POOL_SIZE: '10', STATEMENTS: statements },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc']
   })
+}
+
+/** The embedded engine's baseline: node:http and better-sqlite3 on the same file, read-only. */
+function startSqliteBaseline(): ChildProcess {
+  return fork('bench/baseline-sqlite.mjs', [], {
+    env: { ...process.env, SQLITE_FILE, PORT: String(EMBEDDED_BASELINE_PORT) },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc']
+  })
+}
+
+/** Seeds the embedded engine's own file (kept with --reuse while it has enough users). */
+async function prepareSqlite(): Promise<void> {
+  if (args.reuse && existsSync(SQLITE_FILE) && existsSync(SQLITE_TOKENS)) {
+    const { db } = createDatabase({ url: `sqlite:${SQLITE_FILE}` })
+    const row = await db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirst().catch(() => undefined)
+    await db.destroy()
+    if (Number(row?.n) >= USERS) return log(`reusing ${SQLITE_FILE} (${row?.n} users)`)
+  }
+  for (const suffix of ['', '-wal', '-shm']) rmSync(SQLITE_FILE + suffix, { force: true })
+  log(`seeding ${USERS} users into ${SQLITE_FILE}`)
+  const result = await seed({ url: `sqlite:${SQLITE_FILE}`, users: USERS, tokensFile: SQLITE_TOKENS, password: PASSWORD, log: (l) => log(l) })
+  log(`seeded ${result.users} users, ${result.emails} addresses in ${(result.ms / 1000).toFixed(1)} s`)
 }
 
 /** CPU time (user + system) a process has used so far, in microseconds. */
@@ -130,11 +159,11 @@ const TARGETS = ['baseline', 'baseline-prepared', 'roster'] as const
 type Target = typeof TARGETS[number]
 
 /** Runs one scenario in its own process while sampling the server's resident memory. */
-async function load(target: { url: string; pid: number }, scenario: string, duration: number, adminToken: string): Promise<Measured> {
+async function load(target: { url: string; pid: number }, scenario: string, duration: number, adminToken: string, tokensFile = TOKENS): Promise<Measured> {
   let peak = 0
   const cpuBefore = cpuMicros(target.pid)
   const sampler = setInterval(() => { peak = Math.max(peak, memoryKb(target.pid, 'VmRSS')) }, 100)
-  const input = JSON.stringify({ url: target.url, scenario, duration, connections: CONNECTIONS, adminToken, password: PASSWORD, tokensFile: TOKENS })
+  const input = JSON.stringify({ url: target.url, scenario, duration, connections: CONNECTIONS, adminToken, password: PASSWORD, tokensFile })
   const output = await new Promise<string>((resolve, reject) => {
     const child = spawn(process.execPath, ['bench/load.mjs', input], { stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
@@ -146,6 +175,56 @@ async function load(target: { url: string; pid: number }, scenario: string, dura
   const figures: Figures = JSON.parse(output.trim().split('\n').pop()!)
   const cpuUsPerRequest = Math.round((cpuMicros(target.pid) - cpuBefore) / Math.max(1, figures.total))
   return { ...figures, peakRssMb: Math.round(peak / 1024), cpuUsPerRequest }
+}
+
+/**
+ * Rounds of one scenario over several targets, alternating their order (ABC, then CBA) so that a change in the
+ * machine's speed during the run weighs on all alike.
+ */
+async function alternate<T extends string>(
+  order: readonly T[], targets: Record<T, { url: string; pid: number }>, scenario: string, adminToken: string, tokensFile = TOKENS
+): Promise<Array<Record<T, Measured>>> {
+  const rounds: Array<Record<T, Measured>> = []
+  for (let round = 1; round <= ROUNDS; round++) {
+    const sequence = round % 2 === 1 ? order : [...order].reverse()
+    log(`${scenario} round ${round}/${ROUNDS}: ${sequence.join(', then ')}, ${DURATION} s each at ${CONNECTIONS} connections`)
+    const measured: Partial<Record<T, Measured>> = {}
+    for (const target of sequence) measured[target] = await load(targets[target], 'self-read', DURATION, adminToken, tokensFile)
+    rounds.push(measured as Record<T, Measured>)
+  }
+  return rounds
+}
+
+/** The medians of a target's per-round ratios to a reference: throughput and p99. */
+function ratiosOf<T extends string>(rounds: Array<Record<T, Measured>>, target: T, reference: T) {
+  const perRound = rounds.map((r) => ({ throughput: r[target].rps / r[reference].rps, p99: r[target].p99 / Math.max(r[reference].p99, 1) }))
+  return { throughput: median(perRound.map((r) => r.throughput)), p99: median(perRound.map((r) => r.p99)), rounds: perRound }
+}
+
+const EMBEDDED_TARGETS = ['baseline-sqlite', 'roster-sqlite'] as const
+type EmbeddedTarget = typeof EMBEDDED_TARGETS[number]
+
+/** Scenario 1 on the embedded engine: Roster on the SQLite default against the bare better-sqlite3 server. */
+async function embedded(): Promise<{ rows: Array<Measured & { target: string }>; rounds: Array<Record<EmbeddedTarget, Measured>> }> {
+  await prepareSqlite()
+  const roster = startRoster(`sqlite:${SQLITE_FILE}`, EMBEDDED_ROSTER_PORT)
+  const baseline = startSqliteBaseline()
+  try {
+    await waitFor(`http://127.0.0.1:${EMBEDDED_ROSTER_PORT}/health/ready`)
+    await waitFor(`http://127.0.0.1:${EMBEDDED_BASELINE_PORT}/`)
+    const targets: Record<EmbeddedTarget, { url: string; pid: number }> = {
+      'baseline-sqlite': { url: `http://127.0.0.1:${EMBEDDED_BASELINE_PORT}`, pid: baseline.pid! },
+      'roster-sqlite': { url: `http://127.0.0.1:${EMBEDDED_ROSTER_PORT}`, pid: roster.pid! }
+    }
+    log('warming up the embedded pair (3 s each)')
+    for (const target of EMBEDDED_TARGETS) await load(targets[target], 'self-read', 3, '', SQLITE_TOKENS)
+    const rounds = await alternate(EMBEDDED_TARGETS, targets, 'embedded self-read', '', SQLITE_TOKENS)
+    const rows = EMBEDDED_TARGETS.map((target) => ({ target, ...combine(rounds.map((r) => r[target])), scenario: 'self-read (SQLite)' }))
+    return { rows, rounds }
+  } finally {
+    roster.kill('SIGTERM')
+    baseline.kill('SIGTERM')
+  }
 }
 
 const median = (values: number[]) => {
@@ -250,16 +329,17 @@ async function main() {
 
     const rows: Array<Measured & { target: string }> = []
     const rounds: Array<Record<Target, Measured>> = []
+    const embeddedRounds: Array<Record<EmbeddedTarget, Measured>> = []
     for (const scenario of args.scenarios!.split(',').filter(Boolean)) {
       if (scenario === 'self-read') {
-        for (let round = 1; round <= ROUNDS; round++) {
-          const order = round % 2 === 1 ? TARGETS : [...TARGETS].reverse()
-          log(`${scenario} round ${round}/${ROUNDS}: ${order.join(', then ')}, ${DURATION} s each at ${CONNECTIONS} connections`)
-          const measured: Partial<Record<Target, Measured>> = {}
-          for (const target of order) measured[target] = await load(targets[target], scenario, DURATION, adminToken)
-          rounds.push(measured as Record<Target, Measured>)
-        }
+        rounds.push(...await alternate(TARGETS, targets, scenario, adminToken))
         for (const target of TARGETS) rows.push({ target, ...combine(rounds.map((r) => r[target])) })
+        continue
+      }
+      if (scenario === 'embedded') {
+        const result = await embedded()
+        rows.push(...result.rows)
+        embeddedRounds.push(...result.rounds)
         continue
       }
       log(`roster: ${scenario}, ${DURATION} s at ${CONNECTIONS} connections`)
@@ -281,19 +361,22 @@ async function main() {
     }
     let ratios
     if (rounds.length) {
-      const against = (reference: Exclude<Target, 'roster'>) => {
-        const perRound = rounds.map((r) => ({ throughput: r.roster.rps / r[reference].rps, p99: r.roster.p99 / Math.max(r[reference].p99, 1) }))
-        return { throughput: median(perRound.map((r) => r.throughput)), p99: median(perRound.map((r) => r.p99)), rounds: perRound }
-      }
-      ratios = { baseline: against('baseline'), 'baseline-prepared': against('baseline-prepared') }
+      ratios = { baseline: ratiosOf(rounds, 'roster', 'baseline'), 'baseline-prepared': ratiosOf(rounds, 'roster', 'baseline-prepared') }
       const selfReadRss = rows.find((r) => r.target === 'roster' && r.scenario === 'self-read')!.peakRssMb
       const { baseline: text, 'baseline-prepared': prepared } = ratios
       console.log(`\nScenario 1 (self-read) against the baseline, median of ${rounds.length} rounds: throughput ${fmt(text.throughput, 2)}× ` +
         `(target ≥ 0.90), p99 ${fmt(text.p99, 2)}× (target ≤ 1.20); Roster peak RSS ${selfReadRss} MB during it (target < 150 MB), ` +
         `${peakRssMb} MB over the whole run`)
-      console.log(`Against the baseline on prepared statements too (the framework's own cost): throughput ${fmt(prepared.throughput, 2)}×, ` +
-        `p99 ${fmt(prepared.p99, 2)}×`)
+      console.log(`Against the baseline on prepared statements too (the framework's own cost): throughput ${fmt(prepared.throughput, 2)}× ` +
+        `(target ≥ 0.95), p99 ${fmt(prepared.p99, 2)}× (target ≤ 1.10)`)
       console.log(`Rounds (req/s of baseline, baseline-prepared, roster): ${rounds.map((r, i) => `${i + 1}: ${TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
+    }
+    let embeddedRatios
+    if (embeddedRounds.length) {
+      embeddedRatios = ratiosOf(embeddedRounds, 'roster-sqlite', 'baseline-sqlite')
+      console.log(`\nEmbedded engine (self-read on SQLite) against node:http + better-sqlite3, median of ${embeddedRounds.length} rounds: ` +
+        `throughput ${fmt(embeddedRatios.throughput, 2)}× (target ≥ 0.90), p99 ${fmt(embeddedRatios.p99, 2)}×`)
+      console.log(`Rounds (req/s of baseline-sqlite, roster-sqlite): ${embeddedRounds.map((r, i) => `${i + 1}: ${EMBEDDED_TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
     console.log('\n### Query plans (EXPLAIN), and the rows one prepared execution read\n')
     for (const p of plans) {
@@ -311,7 +394,7 @@ async function main() {
     writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({
       at: new Date().toISOString(), users: USERS, duration: DURATION, rounds: ROUNDS, connections: CONNECTIONS, logLevel: args['log-level'],
       machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
-      rows, selfReadRounds: rounds, ratios, peakRssMb, plans, valid: failed.length === 0
+      rows, selfReadRounds: rounds, ratios, embeddedRounds, embeddedRatios, peakRssMb, plans, valid: failed.length === 0
     }, null, 2))
     log(`figures in ${RESULTS}/latest.json`)
   } finally {
