@@ -1,41 +1,15 @@
 // The reference for scenario 1: a bare node:http server with mysql2 doing what Roster does for GET /users/{id}
 // when a caller reads itself (token lookup joined with the user and its primary address, one query), with
-// hand-written routing and JSON.stringify. No framework, no validation, no logging. STATEMENTS=prepared sends the
-// lookup as a server-side prepared statement (`execute`) instead of a text query, as Roster's driver does.
-import { createHash } from 'node:crypto'
-import http from 'node:http'
+// hand-written routing and JSON.stringify (bench/baseline-server.mjs). STATEMENTS=prepared sends the lookup as a
+// server-side prepared statement (`execute`) instead of a text query, as Roster's driver does.
 import { createPool } from 'mysql2/promise'
+import { SELF_READ_SQL, serveSelfRead } from './baseline-server.mjs'
 
 const pool = createPool({ uri: process.env.MYSQL_URL, connectionLimit: Number(process.env.POOL_SIZE ?? 10) })
 const prepared = process.env.STATEMENTS === 'prepared'
-const SQL = 'select users.id, users.name, emails.address as email, users.status, users.role, users.version, ' +
-  'users.created_at, users.updated_at from tokens inner join users on users.id = tokens.user_id ' +
-  'left join emails on emails.primary_user_id = users.id ' +
-  'where tokens.token_hash = ? and tokens.expires_at > ? and users.status = ?'
 
-function send(res, status, body) {
-  const payload = JSON.stringify(body)
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload) })
-  res.end(payload)
-}
-
-http.createServer(async (req, res) => {
-  try {
-    const m = /^\/users\/([1-9][0-9]*)$/.exec(req.url ?? '')
-    if (req.method !== 'GET' || !m) return send(res, 404, { code: 'NOT_FOUND' })
-    const auth = req.headers.authorization ?? ''
-    if (!auth.startsWith('Bearer ')) return send(res, 401, { code: 'UNAUTHENTICATED' })
-    const hash = createHash('sha256').update(auth.slice(7)).digest('hex')
-    const [rows] = prepared ? await pool.execute(SQL, [hash, Date.now(), 'ACTIVE']) : await pool.query(SQL, [hash, Date.now(), 'ACTIVE'])
-    const u = rows[0]
-    if (!u) return send(res, 401, { code: 'UNAUTHENTICATED' })
-    if (u.id !== Number(m[1])) return send(res, 401, { code: 'FORBIDDEN' })
-    res.setHeader('etag', `"v${u.version}"`)
-    return send(res, 200, {
-      id: u.id, href: `/users/${u.id}`, name: u.name, email: u.email, status: u.status, role: u.role,
-      created_at: new Date(u.created_at).toISOString(), updated_at: new Date(u.updated_at).toISOString()
-    })
-  } catch {
-    send(res, 500, { code: 'INTERNAL' })
-  }
-}).listen(Number(process.env.PORT), '127.0.0.1', () => process.send?.('ready'))
+serveSelfRead(async (hash) => {
+  const values = [hash, Date.now(), 'ACTIVE']
+  const [rows] = prepared ? await pool.execute(SELF_READ_SQL, values) : await pool.query(SELF_READ_SQL, values)
+  return rows[0]
+})

@@ -1,0 +1,48 @@
+// What both bare baselines share: the HTTP side of GET /users/{id} for a caller reading itself, with hand-written
+// routing and JSON.stringify. No framework, no validation, no logging. Each baseline brings its own lookup.
+import { createHash } from 'node:crypto'
+import http from 'node:http'
+
+/** The one query of a self-read: the token joined with its user and the user's primary address. */
+export const SELF_READ_SQL = 'select users.id, users.name, emails.address as email, users.status, users.role, users.version, ' +
+  'users.created_at, users.updated_at from tokens inner join users on users.id = tokens.user_id ' +
+  'left join emails on emails.primary_user_id = users.id ' +
+  'where tokens.token_hash = ? and tokens.expires_at > ? and users.status = ?'
+
+function send(res, status, body) {
+  const payload = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload) })
+  res.end(payload)
+}
+
+function answer(res, id, u) {
+  if (!u) return send(res, 401, { code: 'UNAUTHENTICATED' })
+  if (u.id !== id) return send(res, 401, { code: 'FORBIDDEN' })
+  res.setHeader('etag', `"v${u.version}"`)
+  return send(res, 200, {
+    id: u.id, href: `/users/${u.id}`, name: u.name, email: u.email, status: u.status, role: u.role,
+    created_at: new Date(u.created_at).toISOString(), updated_at: new Date(u.updated_at).toISOString()
+  })
+}
+
+/**
+ * Serves self-reads on PORT. `lookup(hash)` gives the caller's row (or nothing), at once or as a promise; a
+ * synchronous lookup answers without a promise, as a bare server on a synchronous driver would.
+ */
+export function serveSelfRead(lookup) {
+  http.createServer((req, res) => {
+    const failed = () => send(res, 500, { code: 'INTERNAL' })
+    try {
+      const m = /^\/users\/([1-9][0-9]*)$/.exec(req.url ?? '')
+      if (req.method !== 'GET' || !m) return send(res, 404, { code: 'NOT_FOUND' })
+      const auth = req.headers.authorization ?? ''
+      if (!auth.startsWith('Bearer ')) return send(res, 401, { code: 'UNAUTHENTICATED' })
+      const found = lookup(createHash('sha256').update(auth.slice(7)).digest('hex'))
+      const id = Number(m[1])
+      if (found instanceof Promise) found.then((u) => answer(res, id, u), failed)
+      else answer(res, id, found)
+    } catch {
+      failed()
+    }
+  }).listen(Number(process.env.PORT), '127.0.0.1', () => process.send?.('ready'))
+}
