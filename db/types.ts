@@ -36,6 +36,33 @@ export interface TokensTable {
   user_id: number
   created_at: number
   expires_at: number
+  /** The session the token belongs to; null for tokens issued before sessions existed. */
+  session_id: number | null
+}
+
+export interface SessionsTable {
+  id: Generated<number>
+  user_id: number
+  created_at: number
+  /** Set at login and at each refresh. */
+  last_used_at: number
+  /** When the session ends unless refreshed: the last refresh plus REFRESH_TOKEN_TTL_SECONDS, at most ends_at. */
+  expires_at: number
+  /** When the session ends whatever happens: the login plus SESSION_MAX_AGE_SECONDS. */
+  ends_at: number
+  /** The client's User-Agent at login, at most 200 characters. */
+  client: string
+}
+
+export interface RefreshTokensTable {
+  id: Generated<number>
+  /** SHA-256 of the refresh token, hex. */
+  token_hash: string
+  session_id: number
+  created_at: number
+  expires_at: number
+  /** When it was exchanged; a spent token presented again is a replay. */
+  used_at: number | null
 }
 
 export interface AppSecretsTable {
@@ -47,5 +74,7 @@ export interface Database {
   users: UsersTable
   emails: EmailsTable
   tokens: TokensTable
+  sessions: SessionsTable
+  refresh_tokens: RefreshTokensTable
   app_secrets: AppSecretsTable
 }

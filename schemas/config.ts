@@ -19,7 +19,11 @@ export const Config = Type.Object(
     SIGNUP_OPEN: Bool(true, 'Anyone may POST /users; when false only admins may'),
     REQUIRE_EMAIL: Bool(true, 'Refuse to remove the last address of a user'),
     MAX_EMAILS_PER_USER: Int(1, 1000, 10, 'Addresses a user may hold'),
-    TOKEN_TTL_SECONDS: Int(60, 31_536_000, 86_400, 'Bearer token lifetime'),
+    ACCESS_TOKEN_TTL_SECONDS: Int(1, 31_536_000, 900, 'Lifetime of an access token'),
+    TOKEN_TTL_SECONDS: Type.Optional(Type.Integer({ minimum: 1, maximum: 31_536_000, description: 'The old name of ACCESS_TOKEN_TTL_SECONDS' })),
+    REFRESH_TOKEN_TTL_SECONDS: Int(1, 31_536_000, 2_592_000, 'A session ends this long after its last refresh'),
+    SESSION_MAX_AGE_SECONDS: Int(1, 315_360_000, 7_776_000, 'A session ends this long after its login, refreshed or not'),
+    MAX_SESSIONS_PER_USER: Int(1, 10_000, 100, 'Sessions a user may hold; a new login past it ends the oldest'),
     LOG_LEVEL: Type.Union(
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
       { default: 'info' }
@@ -33,8 +37,9 @@ export const Config = Type.Object(
     RATE_LIMIT_WINDOW_SECONDS: Int(1, 86_400, 60, 'Window of the general rate limit'),
     RATE_LIMIT_REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://.+', description: 'Share rate limits and login throttling through Redis' })),
     REDIS_KEY_PREFIX: Type.String({ default: 'roster:', minLength: 1, maxLength: 64, description: 'Prefix of every Redis key' }),
-    LOGIN_MAX_FAILURES: Int(1, 1000, 5, 'Failed logins per account per window before 429'),
-    LOGIN_MAX_FAILURES_PER_CLIENT: Int(1, 100_000, 30, 'Failed logins per client address per window before 429'),
+    LOGIN_MAX_FAILURES: Int(1, 100_000, 5, 'Failed password checks per account and client address per window before 429'),
+    LOGIN_MAX_FAILURES_PER_CLIENT: Int(1, 100_000, 30, 'Failed password checks per client address per window before 429'),
+    LOGIN_MAX_FAILURES_PER_ACCOUNT: Int(1, 1_000_000, 100, 'Failed password checks per account from all clients per window before 429'),
     LOGIN_WINDOW_SECONDS: Int(1, 86_400, 900, 'Window of the failed-login counters'),
     MAX_EVENT_LOOP_DELAY_MS: Int(0, 60_000, 1000, 'Answer 503 while the event loop lags more than this (0: never)')
   },

@@ -1,4 +1,5 @@
-import { Credentials, Token } from './token.js'
+import { Session, SessionCollection } from './session.js'
+import { Token, TokenRequest } from './token.js'
 import { Email, EmailCollection, NewEmail } from './email.js'
 import { ErrorCode, FieldError, Problem } from './problem.js'
 import { NewUser, User, UserCollection, UserRole, UserStatus } from './user.js'
@@ -8,5 +9,5 @@ export const sharedSchemas = [
   ErrorCode, FieldError, Problem,
   UserStatus, UserRole, User, UserCollection, NewUser,
   Email, EmailCollection, NewEmail,
-  Credentials, Token
+  Session, SessionCollection, TokenRequest, Token
 ]

@@ -1,22 +1,32 @@
 import { Type, type Static } from '@sinclair/typebox'
 import { Timestamp } from './common.js'
-import { ref } from './ref.js'
+import { ref, stringEnum } from './ref.js'
+import { Session } from './session.js'
 import { User } from './user.js'
 
-export const Credentials = Type.Object(
+export const GRANT_TYPES = ['password', 'refresh_token'] as const
+
+/** A login (`grant_type=password`, the default: `email` and `password`) or a refresh (`refresh_token`). */
+export const TokenRequest = Type.Object(
   {
-    email: Type.String({ minLength: 1, maxLength: 254 }),
-    password: Type.String({ minLength: 1, maxLength: 256 })
+    grant_type: Type.Optional(stringEnum(GRANT_TYPES, { description: '`password` (the default) or `refresh_token`' })),
+    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'With `password`: any address of the user' })),
+    password: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'With `password`' })),
+    refresh_token: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'With `refresh_token`: the last one issued for the session' }))
   },
-  { $id: 'Credentials', additionalProperties: false }
+  { $id: 'TokenRequest', additionalProperties: false }
 )
-export type Credentials = Static<typeof Credentials>
+export type TokenRequest = Static<typeof TokenRequest>
 
 export const Token = Type.Object(
   {
-    token: Type.String({ description: 'Opaque bearer token' }),
+    token: Type.String({ description: 'Opaque bearer access token' }),
     token_type: Type.Literal('Bearer'),
+    expires_in: Type.Integer({ minimum: 0, description: 'Seconds the access token lives' }),
     expires_at: Timestamp,
+    refresh_token: Type.String({ description: 'Opaque, single use: exchange it for a new pair with grant_type=refresh_token' }),
+    refresh_expires_at: Type.String({ format: 'date-time', description: 'When the refresh token, and the session unless refreshed, ends' }),
+    session: ref(Session),
     user: ref(User)
   },
   { $id: 'Token', additionalProperties: false }

@@ -27,6 +27,8 @@ import { installLoadShedding } from './http/pressure.js'
 import { rateLimiter } from './http/rate-limit.js'
 import { LoginGuard } from './limits/login-guard.js'
 import { openCounters } from './limits/store.js'
+import sessionRoutes from './sessions/routes.js'
+import { SessionsService } from './sessions/service.js'
 import userRoutes from './users/routes.js'
 import { UsersService } from './users/service.js'
 
@@ -148,16 +150,23 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   app.addHook('onClose', counters.close)
   const guard = new LoginGuard({
     counter: counters.logins,
-    maxPerAccount: config.LOGIN_MAX_FAILURES,
+    maxPerPair: config.LOGIN_MAX_FAILURES,
     maxPerClient: config.LOGIN_MAX_FAILURES_PER_CLIENT,
+    maxPerAccount: config.LOGIN_MAX_FAILURES_PER_ACCOUNT,
     windowMs: config.LOGIN_WINDOW_SECONDS * 1000,
     warn
   })
 
   app.decorate('services', {
-    users: new UsersService(db, { signupOpen: config.SIGNUP_OPEN }),
+    users: new UsersService(db, guard, { signupOpen: config.SIGNUP_OPEN }),
     emails: new EmailsService(db, { maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL }),
-    auth: new AuthService(db, guard, { tokenTtlSeconds: config.TOKEN_TTL_SECONDS })
+    auth: new AuthService(db, guard, {
+      accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+      refreshTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
+      sessionMaxAgeSeconds: config.SESSION_MAX_AGE_SECONDS,
+      maxSessionsPerUser: config.MAX_SESSIONS_PER_USER
+    }),
+    sessions: new SessionsService(db)
   })
 
   // Every route registered from here on gets its steps, in the one order src/http/lifecycle.ts declares.
@@ -177,6 +186,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(authRoutes)
   await app.register(userRoutes)
   await app.register(emailRoutes)
+  await app.register(sessionRoutes)
 
   if (config.ADMIN_EMAIL && config.ADMIN_PASSWORD && (await app.services.users.ensureAdmin(config.ADMIN_EMAIL, config.ADMIN_PASSWORD))) {
     app.log.info({ email: config.ADMIN_EMAIL }, 'created the first admin')

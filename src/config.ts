@@ -48,6 +48,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     problems.push('ADMIN_PASSWORD must be set when ADMIN_EMAIL is')
   }
   if (problems.length > 0) throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`)
+  // TOKEN_TTL_SECONDS, the access token's lifetime in version 1, stays accepted under its old name.
+  if (!env.ACCESS_TOKEN_TTL_SECONDS?.trim() && typeof withDefaults.TOKEN_TTL_SECONDS === 'number') {
+    withDefaults.ACCESS_TOKEN_TTL_SECONDS = withDefaults.TOKEN_TTL_SECONDS
+  }
   if (typeof withDefaults.PUBLIC_URL === 'string') withDefaults.PUBLIC_URL = withDefaults.PUBLIC_URL.replace(/\/+$/, '')
   return withDefaults as Config
 }

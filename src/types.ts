@@ -6,12 +6,14 @@ import type { Db, DialectName } from './database/index.js'
 import type { EmailsService } from './emails/service.js'
 import type { CursorCodec } from './http/cursor.js'
 import type { RoutePlan } from './http/lifecycle.js'
+import type { SessionsService } from './sessions/service.js'
 import type { UsersService } from './users/service.js'
 
 export interface Services {
   users: UsersService
   emails: EmailsService
   auth: AuthService
+  sessions: SessionsService
 }
 
 declare module 'fastify' {

@@ -79,14 +79,27 @@ export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
 
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
-export async function login(app: App, email: string, password: string): Promise<string> {
-  const res = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email, password } })
+/** A login's whole answer: token, refresh_token, session, user… */
+export async function session(app: App, email: string, password: string, extra: { remoteAddress?: string; headers?: Record<string, string> } = {}) {
+  const res = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email, password }, ...extra })
   if (res.statusCode !== 201) throw new Error(`login ${email} failed: ${res.statusCode} ${res.body}`)
-  return res.json().token
+  return res.json() as { token: string; refresh_token: string; session: { id: number }; user: { id: number } }
+}
+
+export async function login(app: App, email: string, password: string): Promise<string> {
+  return (await session(app, email, password)).token
 }
 
 let counter = 0
-export interface TestUser { id: number; email: string; password: string; token: string; headers: { authorization: string } }
+export interface TestUser {
+  id: number
+  email: string
+  password: string
+  token: string
+  headers: { authorization: string }
+  sessionId: number
+  refreshToken: string
+}
 
 /** Signs a new user up and logs it in. */
 export async function newUser(app: App, fields: { name?: string; email?: string; password?: string } = {}): Promise<TestUser> {
@@ -95,14 +108,13 @@ export async function newUser(app: App, fields: { name?: string; email?: string;
   const password = fields.password ?? 'password-123'
   const res = await app.inject({ method: 'POST', url: '/users', payload: { name: fields.name ?? `User ${counter}`, email, password } })
   if (res.statusCode !== 201) throw new Error(`signup failed: ${res.statusCode} ${res.body}`)
-  const token = await login(app, email, password)
-  return { id: res.json().id, email, password, token, headers: bearer(token) }
+  const s = await session(app, email, password)
+  return { id: res.json().id, email, password, token: s.token, headers: bearer(s.token), sessionId: s.session.id, refreshToken: s.refresh_token }
 }
 
 export async function adminUser(app: App): Promise<TestUser> {
-  const token = await login(app, ADMIN.email, ADMIN.password)
-  const me = await app.inject({ method: 'GET', url: '/users?email=' + encodeURIComponent(ADMIN.email), headers: bearer(token) })
-  return { id: me.json().items[0].id, ...ADMIN, token, headers: bearer(token) }
+  const s = await session(app, ADMIN.email, ADMIN.password)
+  return { id: s.user.id, ...ADMIN, token: s.token, headers: bearer(s.token), sessionId: s.session.id, refreshToken: s.refresh_token }
 }
 
 type Part = string | { filename: string; content: string | Buffer; type?: string }

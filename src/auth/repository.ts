@@ -1,11 +1,13 @@
 import { addressLookupKey } from '../common/text.js'
 import type { Db, DirectRead, Trx } from '../database/index.js'
+import { locksRows } from '../database/transaction.js'
 import type { UserRow } from '../users/repository.js'
 
-export type Caller = UserRow & { tokenHash: string }
+/** The authenticated caller: its user row, the token it called with, and the session that token belongs to. */
+export type Caller = UserRow & { tokenHash: string; session_id: number | null }
 
-export async function insertToken(db: Db, userId: number, hash: string, now: number, expiresAt: number): Promise<void> {
-  await db.insertInto('tokens').values({ token_hash: hash, user_id: userId, created_at: now, expires_at: expiresAt }).execute()
+export async function insertToken(trx: Trx, userId: number, sessionId: number, hash: string, now: number, expiresAt: number): Promise<void> {
+  await trx.insertInto('tokens').values({ token_hash: hash, user_id: userId, session_id: sessionId, created_at: now, expires_at: expiresAt }).execute()
 }
 
 /**
@@ -38,7 +40,7 @@ export function callerQuery(db: Db, hash: string, now: number) {
     .leftJoin('emails', 'emails.primary_user_id', 'users.id')
     .select([
       'users.id', 'users.name', 'emails.address as email', 'users.status', 'users.role',
-      'users.version', 'users.created_at', 'users.updated_at'
+      'users.version', 'users.created_at', 'users.updated_at', 'tokens.session_id'
     ])
     .where('tokens.token_hash', '=', hash)
     .where('tokens.expires_at', '>', now)
@@ -55,18 +57,22 @@ export function findCredentials(db: Db, address: string) {
     .executeTakeFirst()
 }
 
-export async function deleteToken(db: Db, hash: string): Promise<void> {
+export async function deleteToken(db: Db | Trx, hash: string): Promise<void> {
   await db.deleteFrom('tokens').where('token_hash', '=', hash).execute()
 }
 
-/** Revokes a user's tokens, all of them or all but one. */
-export async function deleteUserTokens(trx: Trx, userId: number, except?: string): Promise<void> {
-  let del = trx.deleteFrom('tokens').where('user_id', '=', userId)
-  if (except !== undefined) del = del.where('token_hash', '!=', except)
-  await del.execute()
+/** Drops a user's expired access tokens (refused anyway), at each of its logins, so they cannot pile up. */
+export async function purgeExpiredTokens(trx: Trx, userId: number, now: number): Promise<void> {
+  await trx.deleteFrom('tokens').where('user_id', '=', userId).where('expires_at', '<=', now).execute()
 }
 
-/** Drops a user's expired tokens (refused anyway), at each of its logins, so they cannot pile up. */
-export async function purgeExpiredTokens(db: Db, userId: number, now: number): Promise<void> {
-  await db.deleteFrom('tokens').where('user_id', '=', userId).where('expires_at', '<=', now).execute()
+/**
+ * What a token may be issued against, read with the user row locked (MySQL) for the rest of the transaction: every
+ * change that ends sessions (a new password, a ban, a demotion, a deletion) writes this row first, so a login or
+ * refresh and such a change are serialised, and a token is issued only against the state the change left.
+ */
+export async function lockCredentials(trx: Trx, userId: number) {
+  let q = trx.selectFrom('users').select(['id', 'password_hash', 'status']).where('id', '=', userId)
+  if (locksRows(trx)) q = q.forUpdate()
+  return q.executeTakeFirst()
 }

@@ -1,53 +1,131 @@
-import { Unauthenticated } from '../common/errors.js'
-import type { Db } from '../database/index.js'
+import { invalidField, Unauthenticated } from '../common/errors.js'
+import { normalizeAddress } from '../common/text.js'
+import type { Db, Trx } from '../database/index.js'
+import { inTransaction } from '../database/transaction.js'
 import type { LoginGuard } from '../limits/login-guard.js'
+import { endSession, findRefresh, findSession, insertRefresh, insertSession, makeRoom, renewSession, spendRefresh, type SessionRow } from '../sessions/repository.js'
 import { findUserById, type UserRow } from '../users/repository.js'
-import { deleteToken, findCredentials, insertToken, purgeExpiredTokens, type Caller } from './repository.js'
-import { newToken, verifyPassword } from './secrets.js'
+import { deleteToken, findCredentials, insertToken, lockCredentials, purgeExpiredTokens, type Caller } from './repository.js'
+import { newToken, tokenHash, verifyPassword } from './secrets.js'
 
 export interface AuthOptions {
-  /** Lifetime of a bearer token (TOKEN_TTL_SECONDS). */
-  tokenTtlSeconds: number
+  accessTtlSeconds: number
+  refreshTtlSeconds: number
+  sessionMaxAgeSeconds: number
+  maxSessionsPerUser: number
 }
 
+/** Who is asking: the client address (throttling) and its User-Agent (the session's `client`). */
+export interface ClientInfo {
+  address: string
+  agent: string | undefined
+}
+
+/** What a login or a refresh hands out. */
 export interface Issued {
   token: string
   expiresAt: number
+  refreshToken: string
+  refreshExpiresAt: number
+  session: SessionRow
   user: UserRow
 }
 
 const wrongCredentials = () => new Unauthenticated('The address or password is wrong', 'INVALID_CREDENTIALS')
+const invalidGrant = () => new Unauthenticated('The refresh token is unknown, expired or revoked', 'INVALID_GRANT')
+/** A refresh token as this service makes them: 256 random bits, base64url. Anything else is refused unread. */
+const REFRESH_TOKEN = /^[A-Za-z0-9_-]{43}$/
+const MAX_CLIENT = 200
 
-/** Logging in and out: who gets a token, and for how long. */
+/** Logging in, refreshing and logging out: who gets tokens, for how long, and what ends them. */
 export class AuthService {
   constructor(private readonly db: Db, private readonly guard: LoginGuard, private readonly options: AuthOptions) {}
 
   /**
-   * A token for an address (any of the user's) and its password. A wrong address and a wrong password answer alike,
-   * in the same time (an unknown address is checked against a dummy hash); a banned user learns it is banned only
-   * once its password checked out. Failed checks count against the account and the client (`client`: its address).
+   * A session for an address (the user's primary one, or any of its addresses) and its password. A wrong address
+   * and a wrong password answer alike, in the same time (an unknown address is checked against a dummy hash); a
+   * banned user learns it is banned only once its password checked out. Each check is first reserved with the
+   * login guard (429 past a limit, unchecked).
    */
-  async login(email: string, password: string, client: string): Promise<Issued> {
-    await this.guard.check(email, client)
+  async login(email: string, password: string, client: ClientInfo): Promise<Issued> {
     const found = await findCredentials(this.db, email)
-    if (!(await verifyPassword(found?.password_hash, password)) || !found) {
-      await this.guard.failed(email, client)
-      throw wrongCredentials()
-    }
-    await this.guard.succeeded(email)
+    const attempt = await this.guard.attempt(found ? `u${found.id}` : `e${normalizeAddress(email)}`, client.address)
+    if (!(await verifyPassword(found?.password_hash, password)) || !found) throw wrongCredentials()
+    await attempt.succeeded()
     if (found.status === 'BANNED') throw new Unauthenticated('This user is banned', 'USER_BANNED')
-    const now = Date.now()
-    await purgeExpiredTokens(this.db, found.id, now)
-    const { token, hash } = newToken()
-    const expiresAt = now + this.options.tokenTtlSeconds * 1000
-    await insertToken(this.db, found.id, hash, now, expiresAt)
-    const user = await findUserById(this.db, found.id)
-    if (!user) throw wrongCredentials()
-    return { token, expiresAt, user }
+    const issued = await inTransaction(this.db, async (trx) => {
+      // The password checked out against what was read before; the token is issued only if it still holds.
+      const now = Date.now()
+      const current = await lockCredentials(trx, found.id)
+      if (!current || current.password_hash !== found.password_hash) return wrongCredentials()
+      if (current.status === 'BANNED') return new Unauthenticated('This user is banned', 'USER_BANNED')
+      await purgeExpiredTokens(trx, found.id, now)
+      await makeRoom(trx, found.id, now, this.options.maxSessionsPerUser)
+      const endsAt = now + this.options.sessionMaxAgeSeconds * 1000
+      const sessionId = await insertSession(trx, {
+        user_id: found.id, created_at: now, last_used_at: now, client: (client.agent ?? '').slice(0, MAX_CLIENT),
+        expires_at: Math.min(now + this.options.refreshTtlSeconds * 1000, endsAt), ends_at: endsAt
+      })
+      return this.issue(trx, found.id, sessionId, now)
+    })
+    if (issued instanceof Unauthenticated) throw issued
+    return issued
   }
 
-  /** Revokes the token the caller called with. */
+  /**
+   * A new pair for a refresh token, which is spent. A spent one presented again is a replay: the whole session
+   * ends (committed before the answer), REFRESH_TOKEN_REUSED. Unknown, expired or revoked: INVALID_GRANT.
+   */
+  async refresh(refreshToken: string): Promise<Issued> {
+    if (!REFRESH_TOKEN.test(refreshToken)) throw invalidGrant()
+    const hash = tokenHash(refreshToken)
+    // Its user is learnt first, so that the user row is locked before the token's row, in the order every
+    // revocation takes them.
+    const seen = await findRefresh(this.db, hash)
+    if (!seen) throw invalidGrant()
+    const outcome = await inTransaction(this.db, async (trx): Promise<Issued | 'invalid' | 'reused'> => {
+      const now = Date.now()
+      const user = await lockCredentials(trx, seen.user_id)
+      const row = await findRefresh(trx, hash, true)
+      if (!user || !row || user.status !== 'ACTIVE') return 'invalid'
+      if (row.used_at !== null || !(await spendRefresh(trx, row.id, now))) {
+        await endSession(trx, row.user_id, row.session_id)
+        return 'reused'
+      }
+      if (row.expires_at <= now || row.session_expires_at <= now || row.ends_at <= now) return 'invalid'
+      await renewSession(trx, row.session_id, now, Math.min(now + this.options.refreshTtlSeconds * 1000, row.ends_at))
+      return this.issue(trx, row.user_id, row.session_id, now)
+    })
+    if (outcome === 'reused') throw new Unauthenticated('This refresh token was used already: its session has ended', 'REFRESH_TOKEN_REUSED')
+    if (outcome === 'invalid') throw invalidGrant()
+    return outcome
+  }
+
+  /** Ends the caller's session (a token from before sessions is revoked alone). */
   async logout(caller: Caller): Promise<void> {
-    await deleteToken(this.db, caller.tokenHash)
+    await inTransaction(this.db, async (trx) => {
+      if (caller.session_id === null) await deleteToken(trx, caller.tokenHash)
+      else await endSession(trx, caller.id, caller.session_id)
+    })
+  }
+
+  /** An access token and a refresh token for a session, both ending no later than the session itself. */
+  private async issue(trx: Trx, userId: number, sessionId: number, now: number): Promise<Issued> {
+    const session = await findSession(trx, sessionId)
+    const user = await findUserById(trx, userId)
+    if (!session || !user) throw new Error(`session ${sessionId} vanished inside its own transaction`)
+    const access = newToken()
+    const refresh = newToken()
+    const expiresAt = Math.min(now + this.options.accessTtlSeconds * 1000, session.expires_at)
+    await insertToken(trx, userId, sessionId, access.hash, now, expiresAt)
+    await insertRefresh(trx, sessionId, refresh.hash, now, session.expires_at)
+    return { token: access.token, expiresAt, refreshToken: refresh.token, refreshExpiresAt: session.expires_at, session, user }
   }
 }
+
+/** The fields a grant needs, present: 400 naming the missing one otherwise. */
+export function requireField<T>(value: T | undefined, field: string, grant: string): T {
+  if (value === undefined) throw invalidField(`/${field}`, 'body', `is required with grant_type=${grant}`)
+  return value
+}
+

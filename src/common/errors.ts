@@ -46,7 +46,10 @@ export class VersionConflict extends DomainError {
 
 /** Who the caller is could not be established: other credentials might change the answer. */
 export class Unauthenticated extends DomainError {
-  constructor(detail = 'A valid bearer token is required', code: 'UNAUTHENTICATED' | 'INVALID_CREDENTIALS' | 'USER_BANNED' = 'UNAUTHENTICATED') {
+  constructor(
+    detail = 'A valid bearer token is required',
+    code: 'UNAUTHENTICATED' | 'INVALID_CREDENTIALS' | 'USER_BANNED' | 'INVALID_GRANT' | 'REFRESH_TOKEN_REUSED' = 'UNAUTHENTICATED'
+  ) {
     super(code, detail)
   }
 }

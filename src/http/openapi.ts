@@ -30,6 +30,7 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'auth', description: 'Bearer tokens' },
         { name: 'users', description: 'Users, their filters and key paths' },
         { name: 'emails', description: 'E-mail addresses of a user' },
+        { name: 'sessions', description: 'The sessions of a user: list them, end one, end all' },
         { name: 'health', description: 'Liveness and readiness' }
       ]
     },

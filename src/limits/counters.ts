@@ -10,8 +10,8 @@ export interface Hit {
 export interface WindowCounter {
   /** Adds one event. An in-process counter answers at once; a shared one with a promise. */
   hit(key: string, windowMs: number): Hit | Promise<Hit>
-  /** The current count without adding to it. */
-  peek(key: string): Promise<Hit>
+  /** Takes one event back (a reservation that turned out not to count); never below zero. */
+  release(key: string): void | Promise<void>
   clear(key: string): Promise<void>
   close(): void
 }
@@ -59,10 +59,9 @@ export class MemoryCounter implements WindowCounter {
     return this.entries.size
   }
 
-  async peek(key: string) {
-    const now = Date.now()
+  release(key: string): void {
     const entry = this.entries.get(key)
-    return entry && entry.expires > now ? { count: entry.count, ttlMs: entry.expires - now } : { count: 0, ttlMs: 0 }
+    if (entry && entry.count > 0) entry.count -= 1
   }
 
   async clear(key: string) {
@@ -78,24 +77,34 @@ const HIT = `local n = redis.call('INCR', KEYS[1])
 if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {n, redis.call('PTTL', KEYS[1])}`
 
+const RELEASE = `local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then redis.call('DECR', KEYS[1]) end
+return 0`
+
+type Scripts = {
+  rosterHit: (key: string, windowMs: string) => Promise<[number, number]>
+  rosterRelease: (key: string) => Promise<number>
+}
+
 /** Counters in Redis: shared by every instance behind the same Redis. */
 export class RedisCounter implements WindowCounter {
   constructor(private readonly redis: Redis, private readonly prefix: string) {
     // Sent once, then run by its digest (EVALSHA): a hit is one short round trip.
     if (!('rosterHit' in redis)) redis.defineCommand('rosterHit', { numberOfKeys: 1, lua: HIT })
+    if (!('rosterRelease' in redis)) redis.defineCommand('rosterRelease', { numberOfKeys: 1, lua: RELEASE })
+  }
+
+  private get scripts(): Scripts {
+    return this.redis as unknown as Scripts
   }
 
   async hit(key: string, windowMs: number): Promise<Hit> {
-    const hit = (this.redis as unknown as { rosterHit: (key: string, windowMs: string) => Promise<[number, number]> }).rosterHit
-    const [count, ttl] = await hit.call(this.redis, this.prefix + key, String(windowMs))
+    const [count, ttl] = await this.scripts.rosterHit(this.prefix + key, String(windowMs))
     return { count, ttlMs: Math.max(ttl, 0) }
   }
 
-  async peek(key: string) {
-    const replies = await this.redis.multi().get(this.prefix + key).pttl(this.prefix + key).exec()
-    const count = Number(replies?.[0]?.[1] ?? 0)
-    const ttl = Number(replies?.[1]?.[1] ?? 0)
-    return { count, ttlMs: Math.max(ttl, 0) }
+  async release(key: string): Promise<void> {
+    await this.scripts.rosterRelease(this.prefix + key)
   }
 
   async clear(key: string) {

@@ -169,7 +169,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { password, current_password: current } = request.body
-    await service.changePassword(callerOf(request), request.params.user_id, password, current, ifMatchVersions(request.headers['if-match']))
+    await service.changePassword(callerOf(request), request.params.user_id, password, current, ifMatchVersions(request.headers['if-match']), request.ip)
     return reply.code(204).send(null)
   })
 }

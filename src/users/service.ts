@@ -2,7 +2,6 @@ import type { Updateable } from 'kysely'
 import type { UsersTable } from '../../db/types.js'
 import type { UserRole, UserStatus } from '../../schemas/user.js'
 import type { Caller } from '../auth/repository.js'
-import { deleteUserTokens } from '../auth/repository.js'
 import { hashPassword, verifyPassword } from '../auth/secrets.js'
 import { EmailTaken, Forbidden, invalidField, Unauthenticated, userNotFound, VersionConflict } from '../common/errors.js'
 import { nameSearchKey } from '../common/text.js'
@@ -10,6 +9,8 @@ import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { deleteUserEmails, insertEmail } from '../emails/repository.js'
+import type { LoginGuard } from '../limits/login-guard.js'
+import { endSessions, type Keep } from '../sessions/repository.js'
 import {
   deleteUserRow, findPasswordHash, findUserByAddress, findUserById, insertUser, listUsers, lockUser, updateUserRow,
   userExists, type UserFilters, type UserRow
@@ -49,7 +50,7 @@ async function written(trx: Trx, id: number): Promise<UserRow> {
  * have already decided whether the caller may reach the user named in the path.
  */
 export class UsersService {
-  constructor(private readonly db: Db, private readonly options: UsersOptions) {}
+  constructor(private readonly db: Db, private readonly guard: LoginGuard, private readonly options: UsersOptions) {}
 
   /** The one user a caller's listings are restricted to: a plain user sees at most itself, an admin everyone. */
   listingScope(caller: Caller): number | undefined {
@@ -109,53 +110,67 @@ export class UsersService {
     }
   }
 
-  /** Renames, bans or reinstates, promotes or demotes. A ban revokes every token of the user. */
+  /** Renames, bans or reinstates, promotes or demotes. A ban and a demotion end every session of the user. */
   change(id: number, change: UserChange, expected: Expected): Promise<UserRow> {
     const changes: Updateable<UsersTable> =
       'name' in change ? { name: change.name.trim(), name_search: nameSearchKey(change.name.trim()) } : change
-    const revoke = 'status' in change && change.status === 'BANNED'
-    return this.write(id, changes, expected, revoke ? {} : undefined)
+    const endsSessions = ('status' in change && change.status === 'BANNED') ? () => true
+      : ('role' in change && change.role === 'user') ? (before: UserRow) => before.role === 'admin'
+        : () => false
+    return this.write(id, changes, expected, (before) => (endsSessions(before) ? {} : undefined))
   }
 
   /**
-   * A new password. A user changing its own shows the current one and keeps the token it called with; an admin
-   * resetting another's does not. Every other token of the user is revoked.
+   * A new password. A user changing its own shows the current one (throttled like a login: `client` is its
+   * address) and keeps the session it called from; an admin resetting another's does not. Every other session of
+   * the user ends.
    */
-  async changePassword(caller: Caller, id: number, password: string, currentPassword: string | undefined, expected: Expected): Promise<void> {
+  async changePassword(
+    caller: Caller, id: number, password: string, currentPassword: string | undefined, expected: Expected, client: string
+  ): Promise<void> {
     const self = caller.id === id
     if (self) {
       if (currentPassword === undefined) {
         throw invalidField('/current_password', 'body', 'is required to change your own password', 'current_password is required to change your own password')
       }
+      const attempt = await this.guard.attempt(`u${id}`, client)
       if (!(await verifyPassword(await findPasswordHash(this.db, id), currentPassword))) {
         throw new Forbidden('current_password is wrong', 'INVALID_CREDENTIALS')
       }
+      await attempt.succeeded()
     }
     const passwordHash = await hashPassword(password)
-    await this.write(id, { password_hash: passwordHash }, expected, { except: self ? caller.tokenHash : undefined })
+    const keep: Keep | undefined = self ? { sessionId: caller.session_id, tokenHash: caller.tokenHash } : undefined
+    await this.write(id, { password_hash: passwordHash }, expected, () => ({ keep }))
   }
 
-  /** Deletes a user with its addresses and tokens in one transaction. */
+  /** Deletes a user with its addresses, sessions and tokens in one transaction. */
   async remove(id: number, expected: Expected): Promise<void> {
     await inTransaction(this.db, async (trx) => {
       const row = await lockUser(trx, id)
       mustMatch(row.version, expected)
-      await deleteUserTokens(trx, id)
+      await endSessions(trx, id)
       await deleteUserEmails(trx, id)
       await deleteUserRow(trx, id)
     })
   }
 
   /**
-   * Applies changes if the user is at a version If-Match allows (checked in the UPDATE itself); 404 when the user is
-   * gone, else 412. `revoke` revokes the user's tokens (all but `except`) in the same transaction.
+   * Applies changes if the user is at a version If-Match allows (checked in the UPDATE itself, which also locks the
+   * row against logins and refreshes in flight); 404 when the user is gone, else 412. `ending`, given the user as
+   * it was, says whether the change ends the user's sessions (all, or all but `keep`), in the same transaction.
    */
-  private write(id: number, changes: Updateable<UsersTable>, expected: Expected, revoke?: { except?: string | undefined }): Promise<UserRow> {
+  private write(
+    id: number, changes: Updateable<UsersTable>, expected: Expected, ending: (before: UserRow) => { keep?: Keep | undefined } | undefined
+  ): Promise<UserRow> {
     return inTransaction(this.db, async (trx) => {
+      await lockUser(trx, id)
+      const before = await written(trx, id)
       const versions = Array.isArray(expected) ? expected : undefined
       const changed = versions?.length === 0 ? false : await updateUserRow(trx, id, { ...changes, updated_at: Date.now() }, versions)
       if (!changed) throw (await userExists(trx, id)) ? new VersionConflict() : userNotFound(`id ${id}`)
-      if (revoke) await deleteUserTokens(trx, id, revoke.except)
+      const ends = ending(before)
+      if (ends) await endSessions(trx, id, ends.keep)
       return written(trx, id)
     })
   }

@@ -27,6 +27,9 @@ const CONTRACT: Record<string, { rule: Rule; declared?: Rule; body?: (f: Fixture
   'PUT /users/:user_id/email': { rule: 'self-or-admin', body: (f) => ({ email: `placed.${f.target.id}@example.com` }), ok: 200 },
   'POST /users/:user_id/email': { rule: 'self-or-admin', body: (f) => ({ email: `posted.${f.target.id}@example.com` }), ok: 200 },
   'DELETE /users/:user_id/email': { rule: 'owner', ok: 204 },
+  'GET /users/:user_id/sessions': { rule: 'self-or-admin', ok: 200 },
+  'DELETE /users/:user_id/sessions/:session_id': { rule: 'self-or-admin', ok: 204 },
+  'DELETE /users/:user_id/sessions': { rule: 'self-or-admin', ok: 204 },
   // Last: as 'other' and 'admin' it revokes the tokens the rows above use.
   'DELETE /auth/tokens/current': { rule: 'caller', ok: 204 }
 }
@@ -44,7 +47,8 @@ async function snapshot(app: App) {
   const users = await app.db.selectFrom('users').select(['id', 'name', 'status', 'role', 'version', 'password_hash']).orderBy('id').execute()
   const emails = await app.db.selectFrom('emails').select(['id', 'user_id', 'address', 'primary_user_id', 'version']).orderBy('id').execute()
   const tokens = await app.db.selectFrom('tokens').select(['token_hash']).orderBy('token_hash').execute()
-  return JSON.stringify({ users, emails, tokens })
+  const sessions = await app.db.selectFrom('sessions').select(['id', 'user_id', 'expires_at']).orderBy('id').execute()
+  return JSON.stringify({ users, emails, tokens, sessions })
 }
 
 async function fixture(app: App): Promise<Fixture> {
@@ -59,6 +63,7 @@ function request(key: string, f: Fixture) {
   const url = template
     .replace(':user_id', String(f.target.id))
     .replace(':email_id', String(key.startsWith('DELETE') ? f.secondEmailId : f.emailId))
+    .replace(':session_id', String(f.target.sessionId))
     .replace(':email', encodeURIComponent(f.target.email))
   const body = CONTRACT[key]!.body?.(f)
   return { method: method as 'GET', url, ...(body ? { payload: body } : {}) }

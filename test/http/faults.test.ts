@@ -156,7 +156,8 @@ async function startService(t: Test, env: Record<string, string>, onLine: (line:
 t.test('SIGTERM under load finishes in-flight requests, then exits cleanly', async (t) => {
   // At debug level the service logs every request it receives: count the logins it has in hand.
   let received = 0
-  const service = await startService(t, { LOG_LEVEL: 'debug' }, (line) => {
+  // Eight logins of one account from one client at once: the login guard lets that many checks be in flight.
+  const service = await startService(t, { LOG_LEVEL: 'debug', LOGIN_MAX_FAILURES: '8' }, (line) => {
     if (line.includes('"request received"') && line.includes('/auth/tokens')) received++
   })
   const { child, base, exited } = service

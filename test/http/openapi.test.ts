@@ -78,7 +78,7 @@ t.test('the served document', async (t) => {
 
   t.test('named components, enums, headers and content types', async (t) => {
     const schemas = doc.components.schemas
-    for (const name of ['User', 'Email', 'UserCollection', 'EmailCollection', 'Problem', 'Token', 'Credentials', 'NewUser', 'NewEmail']) {
+    for (const name of ['User', 'Email', 'UserCollection', 'EmailCollection', 'Problem', 'Token', 'TokenRequest', 'Session', 'SessionCollection', 'NewUser', 'NewEmail']) {
       t.ok(schemas[name], `component ${name}`)
     }
     t.same(schemas.UserStatus.enum, ['ACTIVE', 'BANNED'])

@@ -141,3 +141,67 @@ t.test('in-memory counters stay bounded under a flood of distinct callers', asyn
   t.equal(counter.hit('short', 60_000).count, 1, 'an expired window starts over')
   t.equal(expired.count, 1)
 })
+
+/** Redis settings for a test of its own (keys under a fresh prefix, removed afterwards), or undefined without Redis. */
+async function redisEnv(t: Test): Promise<Record<string, string> | undefined> {
+  if (!(await redisReachable())) {
+    if (process.env.REQUIRE_REDIS === '1') t.fail(`Redis at ${REDIS_URL} is unreachable and REQUIRE_REDIS=1`)
+    else t.comment(`Redis at ${REDIS_URL} is unreachable: the Redis variant did not run`)
+    return undefined
+  }
+  const prefix = `roster-test:${randomBytes(6).toString('hex')}:`
+  t.teardown(async () => {
+    const redis = new Redis(REDIS_URL)
+    const keys = await redis.keys(`${prefix}*`)
+    if (keys.length) await redis.del(...keys)
+    await redis.quit()
+  })
+  return { RATE_LIMIT_REDIS_URL: REDIS_URL, REDIS_KEY_PREFIX: prefix }
+}
+
+for (const store of ['memory', 'redis'] as const) {
+  t.test(`60 wrong passwords sent at once: at most 5 are checked, the rest 429 (${store})`, async (t) => {
+    const shared = store === 'redis' ? await redisEnv(t) : {}
+    if (!shared) return
+    const app = await build(t, { env: { ...shared, LOGIN_MAX_FAILURES: '5' } })
+    const user = await newUser(app, { password: 'right-password' })
+    const answers = await Promise.all(Array.from({ length: 60 }, () => login(app, user.email, 'wrong-password')))
+    const codes = answers.map((r) => r.statusCode)
+    t.equal(codes.filter((c) => c === 401).length, 5, 'five checked and refused')
+    t.equal(codes.filter((c) => c === 429).length, 55, 'the rest refused unchecked')
+    for (const r of answers.filter((r) => r.statusCode === 429)) t.ok(Number(r.headers['retry-after']) > 0, 'with Retry-After')
+    assertProblem(t, await login(app, user.email, 'right-password'), 429, 'RATE_LIMITED', 'the right password from that client too')
+    t.equal((await login(app, user.email, 'right-password', { remoteAddress: '198.51.100.9' })).statusCode, 201,
+      'the owner, from another client, is not locked out')
+  })
+
+  t.test(`current_password is guarded like a login (${store})`, async (t) => {
+    const shared = store === 'redis' ? await redisEnv(t) : {}
+    if (!shared) return
+    const app = await build(t, { env: { ...shared, LOGIN_MAX_FAILURES: '5' } })
+    const user = await newUser(app, { password: 'right-password' })
+    const guesses = await Promise.all(Array.from({ length: 60 }, (_, i) => app.inject({
+      method: 'PUT', url: `/users/${user.id}/password`, headers: user.headers,
+      payload: { password: `stolen-password-${i}`, current_password: `guess-${i}` }
+    })))
+    const codes = guesses.map((r) => r.statusCode)
+    t.equal(codes.filter((c) => c === 401).length, 5, 'five guesses checked')
+    t.equal(codes.filter((c) => c === 429).length, 55, 'the rest refused unchecked')
+    for (const r of guesses.filter((r) => r.statusCode === 401)) assertProblem(t, r, 401, 'INVALID_CREDENTIALS', 'a wrong guess')
+    const right = await app.inject({ method: 'PUT', url: `/users/${user.id}/password`, headers: user.headers, payload: { password: 'new-password-1', current_password: 'right-password' } })
+    assertProblem(t, right, 429, 'RATE_LIMITED', 'even the right one, from that client, until the window ends')
+    t.equal((await login(app, user.email, 'right-password')).statusCode, 429, 'the same account and client, whatever checks the password')
+  })
+}
+
+t.test('one client\'s failures lock that client out; the account locks for everyone only at the per-account limit', async (t) => {
+  const app = await build(t, { env: { LOGIN_MAX_FAILURES: '3', LOGIN_MAX_FAILURES_PER_ACCOUNT: '7' } })
+  const user = await newUser(app, { password: 'right-password' })
+  for (let i = 0; i < 3; i++) await login(app, user.email, 'wrong', { remoteAddress: '203.0.113.1' })
+  assertProblem(t, await login(app, user.email, 'right-password', { remoteAddress: '203.0.113.1' }), 429, 'RATE_LIMITED', 'that client is locked out')
+  t.equal((await login(app, user.email, 'right-password', { remoteAddress: '203.0.113.2' })).statusCode, 201, 'the owner elsewhere is not')
+  for (let i = 0; i < 3; i++) await login(app, user.email, 'wrong', { remoteAddress: '203.0.113.3' })
+  t.equal((await login(app, user.email, 'wrong', { remoteAddress: '203.0.113.4' })).statusCode, 401, 'the seventh failure is still checked')
+  assertProblem(t, await login(app, user.email, 'right-password', { remoteAddress: '203.0.113.5' }), 429, 'RATE_LIMITED',
+    'past LOGIN_MAX_FAILURES_PER_ACCOUNT the account is locked for every client')
+})
