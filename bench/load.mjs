@@ -43,7 +43,24 @@ const scenarios = {
       return { method: 'PUT', path: `/users/${u.id}/name`, headers: json, body: JSON.stringify({ name: `Renamed ${u.id} ${context.n}` }) }
     })
   },
-  // 6. logins: bounded by argon2id by design
+  // 6. each connection logs in once (a session of its own, whatever earlier runs spent), then refreshes it over and
+  //    over: every refresh spends the last refresh token and writes a new pair in one transaction, so the
+  //    connection keeps the refresh token each answer gives it
+  'refresh': {
+    requests: [{
+      setupRequest: (req, context) => {
+        context.user ??= pick()
+        const body = context.refresh
+          ? { grant_type: 'refresh_token', refresh_token: context.refresh }
+          : { email: context.user.email, password }
+        return { ...req, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify(body) }
+      },
+      onResponse: (status, body, context) => {
+        if (status === 201) context.refresh = JSON.parse(body).refresh_token
+      }
+    }]
+  },
+  // 7. logins: bounded by argon2id by design
   'login': {
     requests: [{ setupRequest: (r) => { const u = random(); return { ...r, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify({ email: u.email, password }) } } }]
   }

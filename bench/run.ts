@@ -30,7 +30,7 @@ const { values: args } = parseArgs({
     'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' },
     database: { type: 'string', default: 'roster_bench' },
     reuse: { type: 'boolean', default: false },
-    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,login,embedded' },
+    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,refresh,login,embedded' },
     'sqlite-file': { type: 'string', default: 'bench/results/roster_bench.sqlite' },
     'log-level': { type: 'string', default: 'info' },
     'node-options': { type: 'string', default: '' }

@@ -9,7 +9,7 @@ import { mkdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { parseArgs } from 'node:util'
 import { sql, type Insertable } from 'kysely'
-import type { EmailsTable, TokensTable, UsersTable } from '../db/types.js'
+import type { EmailsTable, RefreshTokensTable, SessionsTable, TokensTable, UsersTable } from '../db/types.js'
 import { loadConfig } from '../src/config.js'
 import { createDatabase, migrateToLatest } from '../src/database/index.js'
 import { hashPassword, newToken } from '../src/auth/secrets.js'
@@ -29,7 +29,7 @@ export interface SeedOptions {
   log?: (line: string) => void
 }
 
-export interface SeededUser { id: number; token: string; email: string; name: string; status: 'ACTIVE' | 'BANNED' }
+export interface SeededUser { id: number; token: string; refresh: string; email: string; name: string; status: 'ACTIVE' | 'BANNED' }
 
 /** Seeds the database and writes one JSON line per user ({ id, token, email, name, status }) to the tokens file. */
 export async function seed(options: SeedOptions): Promise<{ users: number; emails: number; ms: number }> {
@@ -46,6 +46,8 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
     let nextId = Number(max?.m ?? 0) + 1
     const maxEmail = await db.selectFrom('emails').select((eb) => eb.fn.max('id').as('m')).executeTakeFirst()
     let nextEmailId = Number(maxEmail?.m ?? 0) + 1
+    const maxSession = await db.selectFrom('sessions').select((eb) => eb.fn.max('id').as('m')).executeTakeFirst()
+    let nextSessionId = Number(maxSession?.m ?? 0) + 1
     // Rows per insert: 2000 × 9 columns stays under SQLite's 32 766 bound values, and keeps MySQL's packets small.
     const batch = 2000
     const now = Date.now()
@@ -57,6 +59,8 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
       const users: Array<Insertable<UsersTable> & { id: number }> = []
       const rows: Array<Insertable<EmailsTable> & { id: number }> = []
       const tokens: Array<Insertable<TokensTable>> = []
+      const sessions: Array<Insertable<SessionsTable> & { id: number }> = []
+      const refreshTokens: Array<Insertable<RefreshTokensTable>> = []
       const lines: string[] = []
       for (let i = 0; i < size; i++) {
         const id = nextId++
@@ -76,20 +80,27 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
             primary_user_id: k === 0 ? id : null, version: 1, created_at: now + k, updated_at: now + k
           })
         }
+        // One session each, with an access token and a refresh token, as a login would leave them.
+        const sessionId = nextSessionId++
+        sessions.push({ id: sessionId, user_id: id, created_at: now, last_used_at: now, expires_at: expires, ends_at: expires, client: 'seed' })
         const { token, hash } = newToken()
-        tokens.push({ token_hash: hash, user_id: id, created_at: now, expires_at: expires })
-        lines.push(JSON.stringify({ id, token, email: primaryAddress, name, status: users[users.length - 1]!.status }))
+        tokens.push({ token_hash: hash, user_id: id, session_id: sessionId, created_at: now, expires_at: expires })
+        const refresh = newToken()
+        refreshTokens.push({ token_hash: refresh.hash, session_id: sessionId, created_at: now, expires_at: expires, used_at: null })
+        lines.push(JSON.stringify({ id, token, refresh: refresh.token, email: primaryAddress, name, status: users[users.length - 1]!.status }))
       }
       await db.transaction().execute(async (trx) => {
         await trx.insertInto('users').values(users).execute()
         await trx.insertInto('emails').values(rows).execute()
+        await trx.insertInto('sessions').values(sessions).execute()
         await trx.insertInto('tokens').values(tokens).execute()
+        await trx.insertInto('refresh_tokens').values(refreshTokens).execute()
       })
       emails += rows.length
       if (!out.write(lines.join('\n') + '\n')) await new Promise<void>((r) => out.once('drain', () => r()))
       if ((done / batch) % 50 === 0) log(`seeded ${done + size} / ${options.users} users`)
     }
-    if (dialect === 'mysql') await sql`analyze table users, emails, tokens`.execute(db)
+    if (dialect === 'mysql') await sql`analyze table users, emails, tokens, sessions, refresh_tokens`.execute(db)
     else await sql`analyze`.execute(db)
   } finally {
     await new Promise<void>((r) => out.end(() => r()))
