@@ -37,6 +37,12 @@ export class EmailLimit extends Conflict {
   }
 }
 
+export class LastAdmin extends Conflict {
+  constructor() {
+    super('LAST_ADMIN', 'The last active admin cannot be demoted, banned or deleted: make another admin first')
+  }
+}
+
 /** The resource is no longer at the version the client named (If-Match). */
 export class VersionConflict extends DomainError {
   constructor() {

@@ -1,3 +1,5 @@
+import { InvalidInput } from './errors.js'
+
 /** The form under which addresses are compared and indexed: case-insensitive, Unicode-normalised. */
 export function normalizeAddress(address: string): string {
   return address.normalize('NFC').toLowerCase()
@@ -18,5 +20,19 @@ export function nameSearchKey(name: string): string {
   return name.normalize('NFC').toLowerCase()
 }
 
-/** A canonical decimal id: no sign, no leading zero, no exponent, no white space. */
-export const CANONICAL_ID = /^[1-9][0-9]*$/
+/** The longest name, in code points, as stored and as searched (users.name and users.name_search). */
+export const MAX_NAME_LENGTH = 200
+
+/**
+ * The search key of a name about to be stored. Lower-casing and NFC can lengthen a name (`İ` becomes two code points,
+ * U+0958 two as well), so a name valid as sent may not fit its search column: that is the client's 400 here, the same
+ * on every engine, rather than a driver error on one and a silent overflow on another.
+ */
+export function storedNameKey(name: string): string {
+  const key = nameSearchKey(name)
+  if ([...key].length > MAX_NAME_LENGTH) {
+    throw new InvalidInput(`name is too long once lower-cased and normalised (at most ${MAX_NAME_LENGTH} characters)`,
+      [{ path: '/name', in: 'body', message: `must have at most ${MAX_NAME_LENGTH} characters once lower-cased and normalised` }])
+  }
+  return key
+}

@@ -6,10 +6,21 @@ import type { RouteStep } from './lifecycle.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
-/** A file part's content as the field's value: UTF-8, surrounding white space trimmed. */
+/**
+ * Fields taken exactly as sent, in every encoding: a password's surrounding spaces are part of it. (Other values
+ * sent as a file or a bare body are trimmed: a file usually ends with a newline that is not part of the value.)
+ */
+const VERBATIM = new Set(['password', 'current_password'])
+
+/** A value sent as the content of a file part or a bare body: trimmed, unless the field is taken verbatim. */
+export function bareValue(text: string, field: string): string {
+  return VERBATIM.has(field) ? text : text.trim()
+}
+
+/** A file part's content as the field's value: UTF-8, surrounding white space trimmed unless verbatim. */
 export function fileText(buffer: Buffer, field: string): string {
   try {
-    return utf8.decode(buffer).trim()
+    return bareValue(utf8.decode(buffer), field)
   } catch {
     throw invalidField(`/${field}`, 'body', 'is not valid UTF-8')
   }

@@ -3,9 +3,12 @@ import type { FieldError } from '../../schemas/problem.js'
 import { InvalidInput } from '../common/errors.js'
 import type { RouteStep } from './lifecycle.js'
 
-/** A canonical decimal id: no sign, no leading zero, no exponent, no white space. */
-export const CANONICAL_ID = /^[1-9][0-9]*$/
-const NOT_CANONICAL = 'must be a canonical decimal id'
+/** A canonical decimal id: no sign, no leading zero, no exponent, no white space, at most 16 digits. */
+export const CANONICAL_ID = /^[1-9][0-9]{0,15}$/
+const NOT_CANONICAL = 'must be a canonical decimal id, at most 2^53-1'
+
+/** Canonical, and small enough for every client language to read exactly (2^53-1): a longer one is not another row. */
+const isId = (text: string) => CANONICAL_ID.test(text) && Number(text) <= Number.MAX_SAFE_INTEGER
 
 /**
  * The canonical-ids step. Ids are written in canonical decimal; schema coercion alone would read `01`, `1e0`, `0x1`,
@@ -22,12 +25,12 @@ export const canonicalIdsStep: RouteStep = (route) => {
     const bad: FieldError[] = []
     const params = request.params as Record<string, string>
     for (const key of pathIds) {
-      if (!CANONICAL_ID.test(params[key] ?? '')) bad.push({ path: `/${key}`, in: 'path', message: NOT_CANONICAL })
+      if (!isId(params[key] ?? '')) bad.push({ path: `/${key}`, in: 'path', message: NOT_CANONICAL })
     }
     const ids = queryIds ? (request.query as Record<string, unknown> | undefined)?.id : undefined
     if (ids !== undefined) {
       for (const [i, value] of (Array.isArray(ids) ? ids : [ids]).entries()) {
-        if (typeof value !== 'string' || !CANONICAL_ID.test(value)) bad.push({ path: `/id/${i}`, in: 'query', message: NOT_CANONICAL })
+        if (typeof value !== 'string' || !isId(value)) bad.push({ path: `/id/${i}`, in: 'query', message: NOT_CANONICAL })
       }
     }
     done(bad.length ? new InvalidInput('Ids are positive integers in canonical decimal', bad) : undefined)

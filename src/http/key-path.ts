@@ -1,6 +1,6 @@
 import { Type, type TProperties, type TSchema } from '@sinclair/typebox'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { fileText } from './bodies.js'
+import { bareValue, fileText } from './bodies.js'
 
 /** Largest body a key path accepts: one short value. */
 export const KEY_PATH_BODY_LIMIT = 4096
@@ -17,7 +17,7 @@ export async function acceptRawBodies(app: FastifyInstance): Promise<void> {
 
 /**
  * The body of a key path (a path ending in a field name): an object holding that field, in any encoding, or the
- * bare value as the whole body, trimmed. Returns the one schema the value is validated against, whatever the
+ * bare value as the whole body, trimmed (a password never is). Returns the one schema the value is validated against, whatever the
  * encoding, and the preValidation hook that brings every encoding to that object.
  */
 export function keyPathBody<K extends string, V extends TSchema, E extends TProperties = {}>(key: K, value: V, extra?: E) {
@@ -26,7 +26,7 @@ export function keyPathBody<K extends string, V extends TSchema, E extends TProp
     const body: unknown = request.body
     if (body === undefined || body === null) request.body = {}
     else if (Buffer.isBuffer(body)) request.body = { [key]: fileText(body, key) }
-    else if (typeof body === 'string') request.body = { [key]: body.trim() }
+    else if (typeof body === 'string') request.body = { [key]: bareValue(body, key) }
     else if (typeof body !== 'object' || Array.isArray(body)) request.body = { [key]: body }
   }
   return { schema, preValidation }

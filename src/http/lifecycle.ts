@@ -9,20 +9,21 @@ export type Phase = typeof PHASES[number]
  * The per-route steps, in the order a request meets them. This list is the only place that order is written:
  * registering plugins in another order, or adding routes anywhere, cannot change it.
  * - authenticate: who the caller is, from the bearer token (before any body is read); a route that needs a caller
- *   refuses here;
+ *   refuses here (and counts the refusal against the client address);
+ * - rate-limit: one hit per request on the caller's window (the user, else the client address), before anything
+ *   else can refuse it, so that requests refused at validation or authorization count as well;
  * - canonical-ids: ids in the path and the `id` filter as the client wrote them, before validation coerces them;
  * - multipart: a multipart body read into the same plain object every other encoding gives;
  * - authorize: the route's declared rule (`config.auth`) against the caller and the target user;
- * - rate-limit: counted after authorization, per caller;
  * - conditional-get: ETag and 304 on GET and HEAD answers.
  * A step's hook runs before the route's own hooks of the same phase (a key path's body normalisation).
  */
 export const LIFECYCLE = [
   { step: 'authenticate', phase: 'onRequest' },
+  { step: 'rate-limit', phase: 'onRequest' },
   { step: 'canonical-ids', phase: 'preValidation' },
   { step: 'multipart', phase: 'preValidation' },
   { step: 'authorize', phase: 'preHandler' },
-  { step: 'rate-limit', phase: 'preHandler' },
   { step: 'conditional-get', phase: 'onSend' }
 ] as const satisfies ReadonlyArray<{ step: string; phase: Phase }>
 

@@ -37,7 +37,7 @@ export function rateLimiter(options: RateLimitOptions) {
   }
 
   return {
-    /** The rate-limit step, for every route but the health checks (never limited). */
+    /** The rate-limit step (after authentication, before validation), for every route but the health checks. */
     step: ((route) => (route.url.startsWith('/health/') ? undefined : limit)) satisfies RouteStep,
     /**
      * A request refused at authentication never reaches the step: it counts against its address here, so a client

@@ -129,6 +129,13 @@ export async function lockUser(trx: Trx, id: number): Promise<{ version: number 
   return row
 }
 
+/** The active admins' ids, their rows locked for the rest of the transaction (MySQL). */
+export async function lockActiveAdmins(trx: Trx): Promise<number[]> {
+  let q = trx.selectFrom('users').select('id').where('role', '=', 'admin').where('status', '=', 'ACTIVE')
+  if (locksRows(trx)) q = q.forUpdate()
+  return (await q.execute()).map((r) => r.id)
+}
+
 /** Marks a user's representation as changed (its primary address moved): new version, new ETag. */
 export async function touchUser(trx: Trx, id: number, now: number): Promise<void> {
   await trx.updateTable('users').set((eb) => ({ version: eb('version', '+', 1), updated_at: now })).where('id', '=', id).execute()

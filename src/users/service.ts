@@ -3,8 +3,8 @@ import type { UsersTable } from '../../db/types.js'
 import type { UserRole, UserStatus } from '../../schemas/user.js'
 import type { Caller } from '../auth/repository.js'
 import { hashPassword, verifyPassword } from '../auth/secrets.js'
-import { EmailTaken, Forbidden, invalidField, Unauthenticated, userNotFound, VersionConflict } from '../common/errors.js'
-import { nameSearchKey } from '../common/text.js'
+import { EmailTaken, Forbidden, invalidField, LastAdmin, Unauthenticated, userNotFound, VersionConflict } from '../common/errors.js'
+import { storedNameKey } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
@@ -12,7 +12,7 @@ import { deleteUserEmails, insertEmail } from '../emails/repository.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import { endSessions, type Keep } from '../sessions/repository.js'
 import {
-  deleteUserRow, findPasswordHash, findUserByAddress, findUserById, insertUser, listUsers, lockUser, updateUserRow,
+  deleteUserRow, findPasswordHash, findUserByAddress, findUserById, insertUser, listUsers, lockActiveAdmins, lockUser, updateUserRow,
   userExists, type UserFilters, type UserRow
 } from './repository.js'
 
@@ -36,6 +36,16 @@ export interface UsersOptions {
 function requireAdmin(caller: Caller | null, why: string): void {
   if (caller?.role === 'admin') return
   throw caller ? new Forbidden(why) : new Unauthenticated(why)
+}
+
+/**
+ * Refuses to leave no active admin (LAST_ADMIN) when the user `id` stops being one. The active admins are locked
+ * before the user's own row, in every transaction that can remove one, so two admins demoting each other at once
+ * cannot both succeed.
+ */
+async function keepAnAdmin(trx: Trx, id: number): Promise<void> {
+  const admins = await lockActiveAdmins(trx)
+  if (admins.includes(id) && admins.length <= 1) throw new LastAdmin()
 }
 
 /** The user as this transaction left it (read inside it, before any concurrent delete can land). */
@@ -85,12 +95,13 @@ export class UsersService {
 
   /** Creates a user and its primary address in one transaction; EMAIL_TAKEN when the address is anyone's already. */
   async create(input: NewUserInput & { role: UserRole; status: UserStatus }): Promise<UserRow> {
-    const passwordHash = await hashPassword(input.password)
     const name = input.name.trim()
+    const nameKey = storedNameKey(name)
+    const passwordHash = await hashPassword(input.password)
     return inTransaction(this.db, async (trx) => {
       const now = Date.now()
       const id = await insertUser(trx, {
-        name, name_search: nameSearchKey(name), password_hash: passwordHash,
+        name, name_search: nameKey, password_hash: passwordHash,
         status: input.status, role: input.role, version: 1, created_at: now, updated_at: now
       })
       await insertEmail(trx, id, input.email, true, now)
@@ -113,11 +124,12 @@ export class UsersService {
   /** Renames, bans or reinstates, promotes or demotes. A ban and a demotion end every session of the user. */
   change(id: number, change: UserChange, expected: Expected): Promise<UserRow> {
     const changes: Updateable<UsersTable> =
-      'name' in change ? { name: change.name.trim(), name_search: nameSearchKey(change.name.trim()) } : change
+      'name' in change ? { name: change.name.trim(), name_search: storedNameKey(change.name.trim()) } : change
     const endsSessions = ('status' in change && change.status === 'BANNED') ? () => true
       : ('role' in change && change.role === 'user') ? (before: UserRow) => before.role === 'admin'
         : () => false
-    return this.write(id, changes, expected, (before) => (endsSessions(before) ? {} : undefined))
+    const removesAdmin = ('status' in change && change.status === 'BANNED') || ('role' in change && change.role === 'user')
+    return this.write(id, changes, expected, (before) => (endsSessions(before) ? {} : undefined), removesAdmin)
   }
 
   /**
@@ -147,6 +159,7 @@ export class UsersService {
   /** Deletes a user with its addresses, sessions and tokens in one transaction. */
   async remove(id: number, expected: Expected): Promise<void> {
     await inTransaction(this.db, async (trx) => {
+      await keepAnAdmin(trx, id)
       const row = await lockUser(trx, id)
       mustMatch(row.version, expected)
       await endSessions(trx, id)
@@ -158,12 +171,15 @@ export class UsersService {
   /**
    * Applies changes if the user is at a version If-Match allows (checked in the UPDATE itself, which also locks the
    * row against logins and refreshes in flight); 404 when the user is gone, else 412. `ending`, given the user as
-   * it was, says whether the change ends the user's sessions (all, or all but `keep`), in the same transaction.
+   * it was, says whether the change ends the user's sessions (all, or all but `keep`), in the same transaction;
+   * `removesAdmin`, whether it may leave the user no longer an active admin.
    */
   private write(
-    id: number, changes: Updateable<UsersTable>, expected: Expected, ending: (before: UserRow) => { keep?: Keep | undefined } | undefined
+    id: number, changes: Updateable<UsersTable>, expected: Expected, ending: (before: UserRow) => { keep?: Keep | undefined } | undefined,
+    removesAdmin = false
   ): Promise<UserRow> {
     return inTransaction(this.db, async (trx) => {
+      if (removesAdmin) await keepAnAdmin(trx, id)
       await lockUser(trx, id)
       const before = await written(trx, id)
       const versions = Array.isArray(expected) ? expected : undefined

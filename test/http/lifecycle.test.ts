@@ -6,7 +6,7 @@ import { assertProblem, build, newUser, sharedDatabase } from '../helpers.js'
 // whether by an edit to the list or by a step installed some other way.
 
 t.test('the declared order of the steps, each in a phase no earlier than the one before', async (t) => {
-  t.same(LIFECYCLE.map((s) => s.step), ['authenticate', 'canonical-ids', 'multipart', 'authorize', 'rate-limit', 'conditional-get'])
+  t.same(LIFECYCLE.map((s) => s.step), ['authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize', 'conditional-get'])
   const phases = LIFECYCLE.map((s) => PHASES.indexOf(s.phase))
   t.same(phases, [...phases].sort((a, b) => a - b), 'phases never go backwards')
 })
@@ -14,12 +14,12 @@ t.test('the declared order of the steps, each in a phase no earlier than the one
 t.test('each route gets the steps it needs, in the declared order', async (t) => {
   const app = await build(t)
   const plan = (method: string, url: string) => app.routePlans.find((p) => p.method === method && p.url === url)?.steps
-  t.same(plan('GET', '/users/:user_id'), ['authenticate', 'canonical-ids', 'authorize', 'rate-limit', 'conditional-get'])
-  t.same(plan('HEAD', '/users/:user_id'), ['authenticate', 'canonical-ids', 'authorize', 'rate-limit', 'conditional-get'], 'HEAD as its GET')
-  t.same(plan('GET', '/users'), ['authenticate', 'canonical-ids', 'authorize', 'rate-limit', 'conditional-get'], 'the id filter is checked')
-  t.same(plan('PUT', '/users/:user_id/name'), ['authenticate', 'canonical-ids', 'multipart', 'authorize', 'rate-limit'])
-  t.same(plan('POST', '/users'), ['authenticate', 'multipart', 'rate-limit'], 'a public write: no authorization')
-  t.same(plan('DELETE', '/users/:user_id/emails/:email_id'), ['authenticate', 'canonical-ids', 'multipart', 'authorize', 'rate-limit'])
+  t.same(plan('GET', '/users/:user_id'), ['authenticate', 'rate-limit', 'canonical-ids', 'authorize', 'conditional-get'])
+  t.same(plan('HEAD', '/users/:user_id'), ['authenticate', 'rate-limit', 'canonical-ids', 'authorize', 'conditional-get'], 'HEAD as its GET')
+  t.same(plan('GET', '/users'), ['authenticate', 'rate-limit', 'canonical-ids', 'authorize', 'conditional-get'], 'the id filter is checked')
+  t.same(plan('PUT', '/users/:user_id/name'), ['authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize'])
+  t.same(plan('POST', '/users'), ['authenticate', 'rate-limit', 'multipart'], 'a public write: no authorization')
+  t.same(plan('DELETE', '/users/:user_id/emails/:email_id'), ['authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize'])
   t.same(plan('GET', '/health/live'), ['authenticate', 'conditional-get'], 'health checks are never rate limited')
   for (const p of app.routePlans) {
     const order = p.steps.map((s) => LIFECYCLE.findIndex((l) => l.step === s))
@@ -38,12 +38,11 @@ t.test('what a client sees where the steps meet', async (t) => {
   assertProblem(t, await app.inject({ url: '/users/01' }), 401, 'UNAUTHENTICATED', 'anonymous, bad id')
   // canonical-ids before authorize: a malformed id is the caller's mistake, whoever it names.
   assertProblem(t, await app.inject({ url: '/users/01', headers: user.headers }), 400, 'VALIDATION_FAILED', 'authenticated, bad id')
-  // authorize before rate-limit: a refused request is answered before it is counted.
-  for (let i = 0; i < 5; i++) {
-    assertProblem(t, await app.inject({ url: `/users/${other.id}`, headers: user.headers }), 401, 'FORBIDDEN', `refusal ${i + 1}`)
-  }
-  for (let i = 0; i < 3; i++) t.equal((await app.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode, 200, `own read ${i + 1}`)
-  assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: user.headers }), 429, 'RATE_LIMITED', 'the fourth read')
+  // rate-limit before authorize and validation: refused requests count against the caller too.
+  assertProblem(t, await app.inject({ url: `/users/${other.id}`, headers: user.headers }), 401, 'FORBIDDEN', 'a refusal at authorization, counted')
+  t.equal((await app.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode, 200, 'an own read, counted')
+  assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: user.headers }), 429, 'RATE_LIMITED', 'the fourth request of the caller (the 400 above was the first)')
+  assertProblem(t, await app.inject({ url: `/users/${other.id}`, headers: user.headers }), 429, 'RATE_LIMITED', 'past the limit, even a refusal costs no authorization')
   // conditional-get last: a 304 still passed every other step.
   const first = await app.inject({ url: `/users/${fresh.id}`, headers: fresh.headers })
   const again = await app.inject({ url: `/users/${fresh.id}`, headers: { ...fresh.headers, 'if-none-match': String(first.headers.etag) } })

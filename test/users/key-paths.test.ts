@@ -183,3 +183,25 @@ t.test('multipart limits answer 413, malformed multipart 400, and nothing is wri
   const rows = await app.db.selectFrom('emails').select('id').where('user_id', '=', user.id).execute()
   t.equal(rows.length, 1, 'only the sign-up address exists')
 })
+
+t.test('a password is never trimmed, in any encoding', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const user = await newUser(app)
+  const spaced = '  spaced password  '
+  const encodings: Array<[string, { payload: string | Buffer; headers: Record<string, string> }]> = [
+    ['text/plain', { payload: spaced, headers: { 'content-type': 'text/plain' } }],
+    ['a JSON string', { payload: JSON.stringify(spaced), headers: { 'content-type': 'application/json' } }],
+    ['a file as the body', { payload: Buffer.from(spaced), headers: { 'content-type': 'application/octet-stream' } }],
+    ['a multipart file part', multipart({ password: { filename: 'password.txt', content: spaced } })],
+    ['a JSON object', { payload: JSON.stringify({ password: spaced }), headers: { 'content-type': 'application/json' } }]
+  ]
+  for (const [name, body] of encodings) {
+    const res = await app.inject({ method: 'PUT', url: `/users/${user.id}/password`, payload: body.payload, headers: { ...body.headers, ...admin.headers } })
+    t.equal(res.statusCode, 204, `set as ${name}`)
+    const exact = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: spaced }, remoteAddress: '198.51.100.1' })
+    t.equal(exact.statusCode, 201, `${name}: the password is the value with its spaces`)
+    const trimmed = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: spaced.trim() }, remoteAddress: '198.51.100.2' })
+    t.equal(trimmed.statusCode, 401, `${name}: not the trimmed value`)
+  }
+})

@@ -88,7 +88,7 @@ t.test('ids in paths are canonical decimal', async (t) => {
   const admin = await adminUser(app)
   const user = await newUser(app)
   t.equal((await app.inject({ url: `/users/${user.id}`, headers: admin.headers })).statusCode, 200)
-  for (const alias of [`0${user.id}`, `${user.id}e0`, `0x${user.id.toString(16)}`, `+${user.id}`, `%20${user.id}`, `${user.id}.0`, '9007199254740992', '0', '-1', '99999999999999999999']) {
+  for (const alias of [`0${user.id}`, `${user.id}e0`, `0x${user.id.toString(16)}`, `+${user.id}`, `%20${user.id}`, `${user.id}.0`, '9007199254740992', '0', '-1', '99999999999999999999', '9'.repeat(309)]) {
     assertProblem(t, await app.inject({ url: `/users/${alias}`, headers: admin.headers }), 400, 'VALIDATION_FAILED', `/users/${alias}`)
   }
   assertProblem(t, await app.inject({ url: `/users/${user.id}/`, headers: admin.headers }), 404, 'NOT_FOUND', 'trailing slash')
@@ -145,4 +145,48 @@ t.test('promoting a user to admin widens what it may reach; invalid values chang
   t.equal(promoted.statusCode, 200)
   t.equal(promoted.json().role, 'admin')
   t.equal((await app.inject({ url: `/users/${other.id}`, headers: user.headers })).statusCode, 200, 'after')
+})
+
+t.test('the last active admin cannot be demoted, banned or deleted', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  for (const [what, req] of [
+    ['demoted', { method: 'PUT', url: `/users/${admin.id}/role`, payload: { role: 'user' } }],
+    ['banned', { method: 'PUT', url: `/users/${admin.id}/status`, payload: { status: 'BANNED' } }],
+    ['deleted', { method: 'DELETE', url: `/users/${admin.id}` }]
+  ] as const) {
+    assertProblem(t, await app.inject({ ...req, headers: admin.headers }), 409, 'LAST_ADMIN', `the only admin ${what}`)
+  }
+  t.equal((await app.inject({ url: `/users/${admin.id}`, headers: admin.headers })).json().role, 'admin', 'still an admin')
+
+  const second = await newUser(app)
+  t.equal((await app.inject({ method: 'PUT', url: `/users/${second.id}/role`, headers: admin.headers, payload: { role: 'admin' } })).statusCode, 200)
+  // Two admins demoting each other at once: one wins, the other finds itself the last.
+  const both = await Promise.all([
+    app.inject({ method: 'PUT', url: `/users/${second.id}/role`, headers: admin.headers, payload: { role: 'user' } }),
+    app.inject({ method: 'PUT', url: `/users/${admin.id}/role`, headers: second.headers, payload: { role: 'user' } })
+  ])
+  const codes = both.map((r) => r.statusCode).sort()
+  // The loser finds itself the last admin (409), or was demoted first and its session ended with it (401).
+  t.equal(codes.filter((c) => c === 200).length, 1, `one demotion, never both (${codes.join(', ')})`)
+  t.ok(codes.every((c) => c === 200 || c === 409 || c === 401), 'the other refused')
+  const admins = await app.db.selectFrom('users').select('id').where('role', '=', 'admin').where('status', '=', 'ACTIVE').execute()
+  t.equal(admins.length, 1, 'one active admin left')
+})
+
+t.test('names that lengthen when normalised: 400 on every engine, never a 500 or a silent overflow', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app)
+  for (const ch of ['İ', '\u0958', '\uFB2C']) {
+    const grows = ch.repeat(101)
+    t.ok([...grows.normalize('NFC').toLowerCase()].length > 200, `${JSON.stringify(ch)} × 101 grows past 200`)
+    const signup = await app.inject({ method: 'POST', url: '/users', payload: { name: grows, email: `grow${ch.codePointAt(0)}@example.com`, password: 'password-123' } })
+    assertProblem(t, signup, 400, 'VALIDATION_FAILED', `sign-up with ${JSON.stringify(ch)} × 101`)
+    t.equal(signup.json().errors[0].path, '/name')
+    assertProblem(t, await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: user.headers, payload: { name: grows } }), 400, 'VALIDATION_FAILED', 'rename')
+  }
+  const fits = 'İ'.repeat(100)
+  const renamed = await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: user.headers, payload: { name: fits } })
+  t.equal(renamed.statusCode, 200, 'one that fits once lower-cased is stored')
+  t.equal(renamed.json().name, fits, 'as sent')
 })
