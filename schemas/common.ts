@@ -12,7 +12,17 @@ export const Href = Type.String({ description: 'Link to the resource itself (roo
 /** An e-mail address as a client sends it: compared case-insensitively, stored as given. */
 export const Address = Type.String({ format: 'email', minLength: 3, maxLength: 254 })
 
-export const Name = Type.String({ minLength: 1, maxLength: 200, pattern: '\\S' })
+/**
+ * A name: at least one visible character, and no control characters (NUL, newlines, escapes) nor invisible ones that
+ * only serve to spoof (zero-width space, word joiner, byte-order mark, bidirectional overrides). Joiners that scripts
+ * and emoji need (U+200C, U+200D) are allowed.
+ */
+export const Name = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  pattern: '^(?=[\\s\\S]*\\S)[^\\p{Cc}\\u200B\\u2060\\uFEFF\\u202A-\\u202E\\u2066-\\u2069]*$',
+  description: 'At least one visible character; no control or invisible formatting characters'
+})
 
 export const Password = Type.String({ minLength: 8, maxLength: 256 })
 

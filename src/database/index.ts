@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs'
+import { closeSync, mkdirSync, openSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import SQLite from 'better-sqlite3'
 import { CompiledQuery, Kysely, Migrator, sql, SqliteDialect, type Transaction } from 'kysely'
@@ -69,7 +69,12 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
     return { db: new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool) }), dialect: 'mysql', read }
   }
   const file = sqlitePath(url)
-  if (file !== ':memory:') mkdirSync(dirname(resolve(file)), { recursive: true })
+  if (file !== ':memory:') {
+    mkdirSync(dirname(resolve(file)), { recursive: true })
+    // Readable by the service's own user only: it holds password hashes. SQLite gives its -wal and -shm files the
+    // database file's mode.
+    closeSync(openSync(file, 'a', 0o600))
+  }
   const sqlite = new SQLite(file)
   sqlite.pragma('journal_mode = WAL')
   sqlite.pragma('synchronous = NORMAL')

@@ -150,3 +150,34 @@ t.test('timestamps are written exactly as Date writes them', async (t) => {
     (ms) => isoTimestamp(ms) === new Date(ms).toISOString()), { numRuns: 20_000 })
   t.pass('20 000 generated timestamps agree')
 })
+
+t.test('logs never carry e-mail addresses; answers carry nosniff', async (t) => {
+  const lines: string[] = []
+  const { buildApp } = await import('../../src/app.js')
+  const { loadConfig } = await import('../../src/config.js')
+  const app = await buildApp(loadConfig({ DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'debug', ADMIN_EMAIL: 'root@example.com', ADMIN_PASSWORD: 'root-password-1' }), {
+    logStream: { write: (line: string) => { lines.push(line) } }
+  })
+  t.teardown(() => app.close())
+  const token = (await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'root@example.com', password: 'root-password-1' } })).json().token
+  const lookup = await app.inject({ url: '/users/email/secret.person%40example.com', headers: { authorization: `Bearer ${token}` } })
+  await app.inject({ url: '/users?email=secret.person%40example.com&limit=5', headers: { authorization: `Bearer ${token}` } })
+  await app.inject({ url: '/users?status=ACTIVE&email=secret.person@example.com', headers: { authorization: `Bearer ${token}` } })
+  const log = lines.join('\n')
+  t.match(log, /\/users\/email\/\[redacted\]/, 'the lookup path is logged, redacted')
+  t.match(log, /email=\[redacted\]&limit=5/, 'the filter is logged, redacted')
+  t.notMatch(log, /secret\.person/, 'the address appears nowhere')
+  t.equal(lookup.headers['x-content-type-options'], 'nosniff')
+  t.equal((await app.inject('/no-such-route')).headers['x-content-type-options'], 'nosniff', 'errors too')
+})
+
+t.test('the embedded database file is readable by its owner only', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
+  const { mkdtempSync, rmSync, statSync } = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const { join } = await import('node:path')
+  const dir = mkdtempSync(join(tmpdir(), 'roster-mode-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const file = join(dir, 'roster.sqlite')
+  await build(t, { url: `sqlite:${file}` })
+  for (const f of [file, `${file}-wal`]) t.equal(statSync(f).mode & 0o777, 0o600, `${f.slice(dir.length + 1)} is 0600`)
+})

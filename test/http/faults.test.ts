@@ -229,3 +229,29 @@ t.test('a connection that stalls mid-request is closed after the connection time
   t.ok(closedAfter >= 9_000 && closedAfter < 15_000, `closed after ${closedAfter} ms (connectionTimeout 10 s)`)
   t.equal(received, '', 'no answer to the unfinished request')
 })
+
+t.test('malformed HTTP is answered as problem+json too', async (t) => {
+  const app = await build(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as net.AddressInfo
+  const raw = (request: string) => new Promise<string>((resolve) => {
+    let answer = ''
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(request))
+    socket.on('data', (d) => { answer += d })
+    socket.on('close', () => resolve(answer))
+    socket.on('error', () => resolve(answer))
+  })
+  const cases: Array<[string, string, number, string]> = [
+    ['both Content-Length and Transfer-Encoding', 'POST /users HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'BAD_REQUEST'],
+    ['a NUL in a header', 'GET /health/live HTTP/1.1\r\nHost: x\r\nX-Evil: a\u0000b\r\n\r\n', 400, 'BAD_REQUEST'],
+    ['a folded header', 'GET /health/live HTTP/1.1\r\nHost: x\r\nX-Folded: a\r\n b\r\n\r\n', 400, 'BAD_REQUEST'],
+    ['a URL over 16 KiB', `GET /users?name=${'a'.repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'HEADERS_TOO_LARGE']
+  ]
+  for (const [name, request, status, code] of cases) {
+    const answer = await raw(request)
+    t.match(answer, new RegExp(`^HTTP/1.1 ${status} `), `${name}: ${status}`)
+    t.match(answer, /\r\nContent-Type: application\/problem\+json\r\n/i, `${name}: problem+json`)
+    const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))
+    t.match(body, { status, code, type: 'about:blank' }, `${name}: the contract's body`)
+  }
+})

@@ -190,3 +190,14 @@ t.test('names that lengthen when normalised: 400 on every engine, never a 500 or
   t.equal(renamed.statusCode, 200, 'one that fits once lower-cased is stored')
   t.equal(renamed.json().name, fits, 'as sent')
 })
+
+t.test('names refuse control and invisible spoofing characters, and keep the joiners scripts need', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app)
+  for (const bad of ['A\u0000b', 'A\u200Bb', 'Ada\n', '\u0007bell', 'x\u202Eevil', '\uFEFFAda', '   ']) {
+    assertProblem(t, await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: user.headers, payload: { name: bad } }), 400, 'VALIDATION_FAILED', JSON.stringify(bad))
+  }
+  for (const good of ['Ada Lovelace', '👩‍💻 Ada', 'مهر\u200Cناز', 'Zoë']) {
+    t.equal((await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: user.headers, payload: { name: good } })).statusCode, 200, JSON.stringify(good))
+  }
+})
