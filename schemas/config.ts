@@ -30,6 +30,7 @@ export const Config = Type.Object(
     ),
     DB_POOL_SIZE: Int(1, 500, 10, 'MySQL connections in the pool'),
     DB_QUEUE_LIMIT: Int(1, 100_000, 1000, 'Requests that may wait for a MySQL connection before 503'),
+    DB_TIMEOUT_MS: Int(100, 600_000, 2000, 'MySQL: deadline of one round trip, the wait for a connection included, before 503'),
     MIGRATE_ON_START: Bool(true, 'Apply pending migrations when the service starts'),
     BODY_LIMIT: Int(1024, 1_048_576, 16_384, 'Largest accepted request body in bytes'),
     TRUST_PROXY: Type.Optional(Type.String({ minLength: 1, description: 'Address or CIDR list of the reverse proxy' })),

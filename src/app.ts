@@ -9,7 +9,7 @@ import { callerLookup } from './auth/repository.js'
 import authRoutes from './auth/routes.js'
 import { AuthService } from './auth/service.js'
 import { sharedSecret } from './database/app-secrets.js'
-import { createDatabase, migrateToLatest } from './database/index.js'
+import { createDatabase, migrateToLatest, ping } from './database/index.js'
 import emailRoutes from './emails/routes.js'
 import { EmailsService } from './emails/service.js'
 import healthRoutes from './health/routes.js'
@@ -23,6 +23,7 @@ import { LogBatch } from './http/log-batch.js'
 import { DOCS_PREFIX, installOpenApi } from './http/openapi.js'
 import { InvalidInput } from './common/errors.js'
 import { answerTo, clientError, installProblems, sendProblem } from './http/problems.js'
+import { OutageLog } from './http/outage.js'
 import { installLoadShedding } from './http/pressure.js'
 import { rateLimiter } from './http/rate-limit.js'
 import { LoginGuard } from './limits/login-guard.js'
@@ -145,14 +146,20 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   })
   app.decorate('config', config)
   app.decorateRequest('caller', null)
-  installProblems(app)
   installLoadShedding(app, config.MAX_EVENT_LOOP_DELAY_MS)
 
   // The database: opened, migrated when configured, closed with the app.
-  const { db, dialect, read } = createDatabase({ url: config.DATABASE_URL, poolSize: config.DB_POOL_SIZE, queueLimit: config.DB_QUEUE_LIMIT })
+  const { db, dialect, read } = createDatabase({
+    url: config.DATABASE_URL, poolSize: config.DB_POOL_SIZE, queueLimit: config.DB_QUEUE_LIMIT, timeoutMs: config.DB_TIMEOUT_MS
+  })
   app.decorate('db', db)
   app.decorate('dialect', dialect)
-  app.addHook('onClose', async () => { await db.destroy() })
+  const outage = new OutageLog(app.log, () => ping(db))
+  installProblems(app, outage)
+  app.addHook('onClose', async () => {
+    outage.close()
+    await db.destroy()
+  })
   if (config.MIGRATE_ON_START) {
     const applied = await migrateToLatest(db)
     if (applied.length) app.log.info({ applied, dialect }, 'database migrated')

@@ -16,7 +16,7 @@ export function isRetryable(err: unknown): boolean {
 
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH',
-  'PROTOCOL_CONNECTION_LOST', 'PROTOCOL_SEQUENCE_TIMEOUT', 'ER_CON_COUNT_ERROR', 'POOL_CLOSED',
+  'PROTOCOL_CONNECTION_LOST', 'PROTOCOL_SEQUENCE_TIMEOUT', 'ER_CON_COUNT_ERROR', 'POOL_CLOSED', 'DB_TIMEOUT',
   'ER_SERVER_SHUTDOWN', 'SQLITE_BUSY', 'SQLITE_IOERR'
 ])
 
@@ -24,5 +24,7 @@ const UNAVAILABLE_CODES = new Set([
 export function isUnavailable(err: unknown): boolean {
   const e = err as DriverError
   if (typeof e?.code === 'string' && UNAVAILABLE_CODES.has(e.code)) return true
-  return typeof e?.message === 'string' && /Queue limit reached|Pool is closed|connect ETIMEDOUT/.test(e.message)
+  // mysql2 and Kysely say some of these only in words: a pool or a connection closed under a request (shutdown).
+  return typeof e?.message === 'string' &&
+    /Queue limit reached|Pool is closed|connect ETIMEDOUT|connection is in closed state|driver has already been destroyed/.test(e.message)
 }

@@ -33,6 +33,8 @@ export interface DatabaseOptions {
   url?: string | undefined
   poolSize?: number
   queueLimit?: number
+  /** MySQL: the deadline of one round trip, the wait for a connection included (DB_TIMEOUT_MS). */
+  timeoutMs?: number
 }
 
 /** Prepared statements each MySQL connection keeps (least recently used closed first). */
@@ -59,14 +61,15 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
       queueLimit: options.queueLimit ?? 1000,
       waitForConnections: true,
       enableKeepAlive: true,
-      connectTimeout: 5000,
+      connectTimeout: Math.max(1000, options.timeoutMs ?? 2000),
       charset: 'utf8mb4_bin',
       // Prepared statements kept per connection. Roster has a few dozen statement texts; the bound keeps a pool
       // far below the server-wide max_prepared_stmt_count even with several instances on one server.
       maxPreparedStatements: MAX_PREPARED_STATEMENTS
     })
-    const read: DirectRead = (text, parameters) => readRows(pool, text, parameters)
-    return { db: new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool) }), dialect: 'mysql', read }
+    const timeoutMs = options.timeoutMs ?? 2000
+    const read: DirectRead = (text, parameters) => readRows(pool, timeoutMs, text, parameters)
+    return { db: new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool, timeoutMs) }), dialect: 'mysql', read }
   }
   const file = sqlitePath(url)
   if (file !== ':memory:') {

@@ -11,30 +11,63 @@ const PREPARED = /^\s*(select|insert|update|delete|with)\b/i
 /** MariaDB and MySQL refuse more prepared statements than max_prepared_stmt_count (16 382 by default), server-wide. */
 const TOO_MANY_STATEMENTS = 'ER_MAX_PREPARED_STMT_COUNT_REACHED'
 
-type Runner = Pick<Pool, 'query' | 'execute'>
 type Row = Record<string, unknown>
 type Packet = { insertId?: number; affectedRows?: number; changedRows?: number }
 
-/**
- * Runs one statement: data statements as prepared statements (the server parses and plans the text once per
- * connection, and values travel in binary), the rest as text. A server out of statement slots gets the text form.
- */
-function run(on: Runner, sql: string, parameters: readonly unknown[]): Promise<QueryResult<Row>> {
-  const prepared = PREPARED.test(sql)
-  return new Promise((resolve, reject) => {
-    const done = (err: QueryError | null, result: unknown) => {
-      if (!err) return resolve(toQueryResult(result))
-      if (prepared && err.code === TOO_MANY_STATEMENTS) return on.query(sql, parameters as unknown[], done)
-      reject(err)
-    }
-    if (prepared) on.execute(sql, parameters as ExecuteValues[], done)
-    else on.query(sql, parameters as unknown[], done)
-  })
+/** A statement or a connection that did not come in time: the database is hung or saturated (503, not 500). */
+export class DatabaseTimeout extends Error {
+  readonly code = 'DB_TIMEOUT'
+  constructor(what: string, ms: number) {
+    super(`${what} took longer than ${ms} ms`)
+  }
 }
 
-/** The rows of one statement run on the pool (prepared, for a data statement), outside Kysely's executor. */
-export function readRows<R>(pool: Pool, sql: string, parameters: readonly unknown[]): Promise<R[]> {
-  return run(pool, sql, parameters).then((result) => result.rows as R[])
+/**
+ * Sends one statement on a connection: data statements as prepared statements (the server parses and plans the text
+ * once per connection, and values travel in binary), the rest as text. A server out of statement slots gets the
+ * text form. Callbacks throughout: no promise per step.
+ */
+function send(on: PoolConnection, sql: string, parameters: readonly unknown[], done: (err: QueryError | null, result?: QueryResult<Row>) => void): void {
+  const prepared = PREPARED.test(sql)
+  const answered = (err: QueryError | null, result: unknown) => {
+    if (!err) return done(null, toQueryResult(result))
+    if (prepared && err.code === TOO_MANY_STATEMENTS) return on.query(sql, parameters as unknown[], answered)
+    done(err)
+  }
+  if (prepared) on.execute(sql, parameters as ExecuteValues[], answered)
+  else on.query(sql, parameters as unknown[], answered)
+}
+
+/**
+ * One round trip within a deadline: on `session`'s connection, or on one taken from the pool first (then bound to the
+ * session). Past the deadline the caller gets a DatabaseTimeout at once; a connection that has not answered by then is
+ * destroyed, since a late answer would be taken for the next statement's, and a transaction on it ends with it (the
+ * server rolls it back). One timer covers the checkout and the statement.
+ */
+function within(session: Session, sql: string, parameters: readonly unknown[]): Promise<QueryResult<Row>> {
+  const ms = session.timeoutMs
+  return new Promise((resolve, reject) => {
+    let settled = false
+    const timer = setTimeout(() => {
+      settled = true
+      if (session.connection) session.break()
+      reject(new DatabaseTimeout(session.connection ? 'A statement' : 'Waiting for a database connection', ms))
+    }, ms)
+    const done = (err: QueryError | null, result?: QueryResult<Row>) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      if (err) reject(err)
+      else resolve(result!)
+    }
+    if (session.connection) return send(session.connection, sql, parameters, done)
+    session.pool.getConnection((err, connection) => {
+      if (err) return done(err as QueryError)
+      if (settled) return connection.release() // too late: back to the pool, unused
+      session.connection = connection
+      send(connection, sql, parameters, done)
+    })
+  })
 }
 
 function toQueryResult(result: unknown): QueryResult<Row> {
@@ -59,17 +92,13 @@ function toQueryResult(result: unknown): QueryResult<Row> {
  */
 class Session implements DatabaseConnection {
   connection: PoolConnection | undefined
-  constructor(readonly pool: Pool) {}
+  /** The connection was destroyed (it missed a deadline): nothing more is sent on it, not even a rollback. */
+  broken = false
+  constructor(readonly pool: Pool, readonly timeoutMs: number) {}
 
   executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    if (this.connection) return run(this.connection, query.sql, query.parameters) as Promise<QueryResult<R>>
-    return new Promise((resolve, reject) => {
-      this.pool.getConnection((err, connection) => {
-        if (err) return reject(err)
-        this.connection = connection
-        run(connection, query.sql, query.parameters).then(resolve as (r: QueryResult<Row>) => void, reject)
-      })
-    })
+    if (this.broken) return Promise.reject(new DatabaseTimeout('A statement on this connection', this.timeoutMs))
+    return within(this, query.sql, query.parameters) as Promise<QueryResult<R>>
   }
 
   async *streamQuery<R>(query: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
@@ -80,51 +109,61 @@ class Session implements DatabaseConnection {
   }
 
   bind(): Promise<PoolConnection> {
-    return new Promise((resolve, reject) => {
-      this.pool.getConnection((err, connection) => {
-        if (err) return reject(err)
-        this.connection = connection
-        resolve(connection)
-      })
-    })
+    return within(this, 'do 0', []).then(() => this.connection!)
+  }
+
+  break(): void {
+    this.broken = true
+    this.connection?.destroy()
   }
 
   release(): void {
     this.connection?.release()
     this.connection = undefined
+    this.broken = false
   }
 }
 
 /** A savepoint name as an identifier: Kysely passes the caller's name through. */
 const savepointName = (name: string) => '`' + name.replace(/`/g, '``') + '`'
 
+/** The rows of one statement run on a pooled connection, outside Kysely's executor, within the same deadline. */
+export function readRows<R>(pool: Pool, timeoutMs: number, sql: string, parameters: readonly unknown[]): Promise<R[]> {
+  const session = new Session(pool, timeoutMs)
+  return within(session, sql, parameters).then(
+    (result) => { session.release(); return result.rows as R[] },
+    (err: unknown) => { session.release(); throw err }
+  )
+}
+
 /** Released sessions kept for reuse: a session holds nothing once released, so a busy service allocates none. */
 const SPARE_SESSIONS = 64
 
 class PreparingMysqlDriver implements Driver {
   private readonly spare: Session[] = []
-  constructor(private readonly pool: Pool) {}
+  constructor(private readonly pool: Pool, private readonly timeoutMs: number) {}
   async init(): Promise<void> {}
 
   async acquireConnection(): Promise<DatabaseConnection> {
-    return this.spare.pop() ?? new Session(this.pool)
+    return this.spare.pop() ?? new Session(this.pool, this.timeoutMs)
   }
 
   async beginTransaction(session: Session, settings: TransactionSettings): Promise<void> {
-    const connection = session.connection ?? (await session.bind())
     const parts = [
       ...(settings.isolationLevel ? [`isolation level ${settings.isolationLevel}`] : []),
       ...(settings.accessMode ? [settings.accessMode] : [])
     ]
-    if (parts.length) await run(connection, `set transaction ${parts.join(', ')}`, [])
-    await run(connection, 'begin', [])
+    if (parts.length) await session.executeQuery(CompiledQuery.raw(`set transaction ${parts.join(', ')}`))
+    await session.executeQuery(CompiledQuery.raw('begin'))
   }
 
   async commitTransaction(session: Session): Promise<void> {
     await session.executeQuery(CompiledQuery.raw('commit'))
   }
 
+  /** A broken connection is gone, and the server rolled its transaction back when it went: nothing to send. */
   async rollbackTransaction(session: Session): Promise<void> {
+    if (session.broken) return
     await session.executeQuery(CompiledQuery.raw('rollback'))
   }
 
@@ -157,15 +196,18 @@ class PreparingMysqlDriver implements Driver {
  *   statement slots;
  * - a session binds its pooled connection at its first statement, through callbacks, instead of at acquire
  *   through promises: one statement outside a transaction costs the checkout and the round trip and nothing more;
- * - released sessions are reused rather than allocated anew.
+ * - released sessions are reused rather than allocated anew;
+ * - every round trip has a deadline (DB_TIMEOUT_MS), the wait for a pooled connection included: a hung server is
+ *   answered with DatabaseTimeout (503) at once, and the connection that missed it is destroyed.
  * What it keeps: one connection per Kysely connection from first use to release (so `db.connection()`, session
  * variables and transactions behave as with Kysely's driver), savepoints, streaming, and Kysely's own MySQL
  * query compiler, adapter and introspector. `test/database/mysql-driver.test.ts` pins each of these.
  */
 export class PreparingMysqlDialect implements Dialect {
-  constructor(private readonly pool: Pool) {}
+  /** `timeoutMs`: the deadline of one round trip, the wait for a pooled connection included. */
+  constructor(private readonly pool: Pool, private readonly timeoutMs: number) {}
   createDriver(): Driver {
-    return new PreparingMysqlDriver(this.pool)
+    return new PreparingMysqlDriver(this.pool, this.timeoutMs)
   }
   createQueryCompiler(): QueryCompiler {
     return new MysqlQueryCompiler()

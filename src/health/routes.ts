@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Unavailable } from '../common/errors.js'
+import { isUnavailable } from '../database/errors.js'
 import { ping } from '../database/index.js'
 import { only } from '../http/responses.js'
 
@@ -16,12 +17,12 @@ const health: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/health/ready', {
     config: { auth: 'public' },
     schema: { operationId: 'getReadiness', tags, summary: 'The database answers', response: { 200: Health, ...only(503) } }
-  }, async (request, reply) => {
+  }, async (_request, reply) => {
     try {
       await ping(app.db)
     } catch (err) {
-      request.log.warn({ err }, 'database not ready')
-      throw new Unavailable('The database is unreachable')
+      // A driver's "unreachable" goes to the error handler as it is, to be logged once per outage.
+      throw isUnavailable(err) ? err : new Unavailable('The database is unreachable')
     }
     reply.header('cache-control', 'no-store')
     return { status: 'ok' as const }

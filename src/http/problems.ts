@@ -7,6 +7,7 @@ import {
   UnsupportedMediaType, VersionConflict
 } from '../common/errors.js'
 import { isUnavailable } from '../database/errors.js'
+import type { OutageLog } from './outage.js'
 
 const BEARER = 'Bearer realm="api"'
 
@@ -95,12 +96,16 @@ export function sendProblem(reply: FastifyReply, answer: Answer): FastifyReply {
   return reply.code(answer.status).type('application/problem+json').serializer(JSON.stringify).send(answer.problem)
 }
 
-/** One error handler for the whole app: RFC 9457 problem+json with the contract's codes, never internals. */
-export function installProblems(app: FastifyInstance): void {
+/**
+ * One error handler for the whole app: RFC 9457 problem+json with the contract's codes, never internals. A request
+ * refused because the database is unreachable is told to `outage`, which logs the outage once, not each request.
+ */
+export function installProblems(app: FastifyInstance, outage: OutageLog): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const domain = toDomainError(err)
     const answer = domain ? answerTo(domain) : internal()
-    if (answer.status >= 500) request.log.error({ err }, 'request failed')
+    if (!(err instanceof DomainError) && isUnavailable(err)) outage.refused(err)
+    else if (answer.status >= 500) request.log.error({ err }, 'request failed')
     else if (!(err instanceof DomainError)) request.log.info({ code: err.code, msg: err.message }, 'request refused')
     return sendProblem(reply, answer)
   })

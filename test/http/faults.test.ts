@@ -7,10 +7,14 @@ import { assertProblem, build, ENGINE, freshDatabase, MYSQL_URL, newUser, shared
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 
-/** A TCP proxy in front of MySQL that a test can cut and restore, as a network outage would. */
+/**
+ * A TCP proxy in front of MySQL that a test can cut and restore, as a network outage would, or freeze and thaw, as a
+ * hung server would (`kill -STOP`): connections stay open and nothing passes either way.
+ */
 async function mysqlProxy() {
   const target = new URL(MYSQL_URL)
   const sockets = new Set<net.Socket>()
+  let frozen = false
   const server = net.createServer((client) => {
     const upstream = net.connect(Number(target.port || 3306), target.hostname)
     for (const s of [client, upstream]) {
@@ -19,6 +23,7 @@ async function mysqlProxy() {
       s.on('error', () => {})
     }
     client.pipe(upstream).pipe(client)
+    if (frozen) { client.pause(); upstream.pause() }
   })
   const listen = (port: number) => new Promise<number>((resolve) => server.listen(port, '127.0.0.1', () => resolve((server.address() as net.AddressInfo).port)))
   const port = await listen(0)
@@ -28,6 +33,8 @@ async function mysqlProxy() {
       await new Promise<void>((resolve) => { server.close(() => resolve()); for (const s of sockets) s.destroy() })
     },
     async restore() { await listen(port) },
+    freeze() { frozen = true; for (const s of sockets) s.pause() },
+    thaw() { frozen = false; for (const s of sockets) s.resume() },
     async close() { for (const s of sockets) s.destroy(); server.close() }
   }
 }
@@ -254,4 +261,82 @@ t.test('malformed HTTP is answered as problem+json too', async (t) => {
     const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))
     t.match(body, { status, code, type: 'about:blank' }, `${name}: the contract's body`)
   }
+})
+
+t.test('a hung database answers 503 within the deadline, logs the outage once, and the service recovers by itself', { skip: ENGINE !== 'mysql' && 'needs a networked database' }, async (t) => {
+  const db = await freshDatabase()
+  t.teardown(db.drop)
+  const proxy = await mysqlProxy()
+  t.teardown(proxy.close)
+  const url = new URL(db.url)
+  url.host = `127.0.0.1:${proxy.port}`
+  const lines: Array<{ level: number; msg: string; refused?: number }> = []
+  const { buildApp } = await import('../../src/app.js')
+  const { loadConfig } = await import('../../src/config.js')
+  const app = await buildApp(loadConfig({
+    DATABASE_URL: url.toString(), LOG_LEVEL: 'warn', DB_POOL_SIZE: '4', DB_TIMEOUT_MS: '1500', RATE_LIMIT_MAX: '100000000', MAX_EVENT_LOOP_DELAY_MS: '0'
+  }), { logStream: { write: (line: string) => { lines.push(JSON.parse(line)) } } })
+  t.teardown(() => app.close())
+  await app.ready()
+  const user = await newUser(app)
+  const self = () => app.inject({ url: `/users/${user.id}`, headers: user.headers })
+  const signup = (email: string) => app.inject({ method: 'POST', url: '/users', payload: { name: 'W', email, password: 'password-123' } })
+  t.equal((await self()).statusCode, 200, 'before')
+  const acknowledged: string[] = []
+  if ((await signup('before@example.com')).statusCode === 201) acknowledged.push('before@example.com')
+
+  proxy.freeze()
+  const frozenAt = Date.now()
+  const during = await Promise.all([
+    ...Array.from({ length: 30 }, () => self()),
+    app.inject('/health/ready'),
+    signup('during@example.com')
+  ])
+  const firstAnswer = Date.now() - frozenAt
+  for (const res of during) assertProblem(t, res, 503, 'UNAVAILABLE', 'while the database hangs')
+  t.ok(firstAnswer < 3500, `every request answered 503 within ${firstAnswer} ms (deadline 1500 ms)`)
+  t.equal((await app.inject('/health/live')).statusCode, 200, 'the process itself is alive')
+
+  proxy.thaw()
+  const thawedAt = Date.now()
+  let recovered = false
+  while (!recovered && Date.now() - thawedAt < 15_000) {
+    recovered = (await self()).statusCode === 200
+    if (!recovered) await new Promise((r) => setTimeout(r, 100))
+  }
+  const recoveredIn = Date.now() - thawedAt
+  t.ok(recovered, `requests succeed again ${recoveredIn} ms after the database does`)
+  if ((await signup('after@example.com')).statusCode === 201) acknowledged.push('after@example.com')
+  const stored = await app.db.selectFrom('emails').select('address').where('address', 'in', acknowledged).execute()
+  t.equal(stored.length, acknowledged.length, `every acknowledged write is stored (${acknowledged.length}): none lost`)
+  await new Promise((r) => setTimeout(r, 1200)) // the outage log's probe
+  const errors = lines.filter((l) => l.level >= 50)
+  t.same(errors.map((l) => l.msg), ['database unavailable: answering 503 until it is back'], 'one error line for 32 refused requests')
+  t.ok(lines.some((l) => l.msg === 'database available again'), 'and one line when it is back')
+  t.comment(`hung database: first 503 after ${firstAnswer} ms, recovered ${recoveredIn} ms after the thaw, ${acknowledged.length} acknowledged writes, 0 lost`)
+})
+
+t.test('SIGTERM with writes in flight: each answers 201 or 503, nothing errs, and the pool closes last', async (t) => {
+  const errors: string[] = []
+  let received = 0
+  const service = await startService(t, { LOG_LEVEL: 'debug' }, (line) => {
+    if (line.includes('"request received"') && line.includes('/users')) received++
+    if (/"level":(50|60)/.test(line)) errors.push(line)
+  })
+  const { child, base, exited } = service
+  const writes = Array.from({ length: 10 }, (_, i) => fetch(`${base}/users`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Late', email: `late${i}@example.com`, password: 'password-123' })
+  }).then((r) => r.status, (e: Error) => e.message))
+  for (let i = 0; i < 500 && received < 10; i++) await new Promise((r) => setTimeout(r, 10))
+  child.kill('SIGTERM')
+  const late = await Promise.all(Array.from({ length: 5 }, () => fetch(`${base}/users`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'Later', email: `later${Math.random()}@example.com`, password: 'password-123' })
+  }).then((r) => r.status, () => 'refused')))
+  const statuses = await Promise.all(writes)
+  t.ok(statuses.every((s) => s === 201 || s === 503), `in-flight writes: ${statuses.join(', ')}`)
+  // Sent as the signal is delivered: served before the service acts on it (201), refused while it closes (503),
+  // or not accepted once it stopped listening. Never a 500.
+  t.ok(late.every((s) => s === 201 || s === 503 || s === 'refused'), `writes racing the signal: ${late.join(', ')}`)
+  t.equal(await exited, 0, 'clean exit')
+  t.same(errors, [], 'no error was logged while stopping')
 })
