@@ -205,3 +205,88 @@ t.test('one client\'s failures lock that client out; the account locks for every
   assertProblem(t, await login(app, user.email, 'right-password', { remoteAddress: '203.0.113.5' }), 429, 'RATE_LIMITED',
     'past LOGIN_MAX_FAILURES_PER_ACCOUNT the account is locked for every client')
 })
+
+/** A Redis server of the test's own, on a free port, that it can stop, start again and freeze. */
+async function privateRedis(t: Test) {
+  const { spawn } = await import('node:child_process')
+  const net = await import('node:net')
+  const port = await new Promise<number>((resolve) => {
+    const probe = net.createServer().listen(0, '127.0.0.1', () => {
+      const p = (probe.address() as { port: number }).port
+      probe.close(() => resolve(p))
+    })
+  })
+  let child: ReturnType<typeof spawn> | undefined
+  const start = async () => {
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+    for (let i = 0; i < 100; i++) {
+      const probe = new Redis(`redis://127.0.0.1:${port}`, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+      probe.on('error', () => {})
+      const up = await probe.connect().then(() => true, () => false)
+      probe.disconnect()
+      if (up) return
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    throw new Error('redis-server did not start')
+  }
+  const stop = async () => {
+    if (!child) return
+    const exited = new Promise((r) => child!.once('exit', r))
+    child.kill('SIGKILL')
+    await exited
+    child = undefined
+  }
+  t.teardown(stop)
+  await start()
+  return { url: `redis://127.0.0.1:${port}`, start, stop, freeze: () => child?.kill('SIGSTOP'), thaw: () => child?.kill('SIGCONT') }
+}
+
+t.test('Redis going away: requests are answered at once, limits apply per process, Redis is taken up again', async (t) => {
+  if (!(await redisReachable())) {
+    if (process.env.REQUIRE_REDIS === '1') t.fail('Redis is required (REQUIRE_REDIS=1) and redis-server is needed for this test')
+    return
+  }
+  const redis = await privateRedis(t)
+  const warnings: string[] = []
+  const { buildApp } = await import('../../src/app.js')
+  const { loadConfig } = await import('../../src/config.js')
+  const { ADMIN } = await import('../helpers.js')
+  const app = await buildApp(loadConfig({
+    DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'warn', RATE_LIMIT_REDIS_URL: redis.url, RATE_LIMIT_MAX: '6', MAX_EVENT_LOOP_DELAY_MS: '0',
+    ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password
+  }), { logStream: { write: (line: string) => { warnings.push(JSON.parse(line).msg) } } })
+  t.teardown(() => app.close())
+  await app.ready()
+  const token = (await login(app, ADMIN.email, ADMIN.password)).json().token
+  const me = (await app.inject({ url: '/users?limit=1', headers: { authorization: `Bearer ${token}` } })).json().items[0].id
+  const read = () => app.inject({ url: `/users/${me}`, headers: { authorization: `Bearer ${token}` } })
+
+  await redis.stop()
+  const started = Date.now()
+  const codes: number[] = []
+  for (let i = 0; i < 7; i++) codes.push((await read()).statusCode)
+  const elapsed = Date.now() - started
+  t.ok(elapsed < 1500, `seven requests answered in ${elapsed} ms with Redis down`)
+  t.same(codes, [200, 200, 200, 200, 200, 200, 429], 'the limit keeps applying, per process (a window of its own: 6 pass)')
+  const loginStarted = Date.now()
+  t.equal((await login(app, ADMIN.email, 'wrong-password')).statusCode, 401, 'a login is answered')
+  t.ok(Date.now() - loginStarted < 1500, 'at once')
+  t.equal(warnings.filter((w) => w.startsWith('redis unavailable')).length, 1, 'the outage is logged once')
+
+  await redis.start()
+  const back = Date.now()
+  while (!warnings.some((w) => w.startsWith('redis available again')) && Date.now() - back < 10_000) await new Promise((r) => setTimeout(r, 100))
+  t.ok(warnings.some((w) => w.startsWith('redis available again')), `Redis taken up again after ${Date.now() - back} ms`)
+  t.equal((await read()).statusCode, 200, 'a fresh window in the fresh Redis')
+  const probe = new Redis(redis.url)
+  t.ok((await probe.keys('roster:rl:*')).length > 0, 'the counters live in Redis again')
+  await probe.quit()
+
+  redis.freeze()
+  const frozenAt = Date.now()
+  // The in-process window still holds the outage's hits: 200 or 429, but at once.
+  const hung = (await read()).statusCode
+  t.ok(hung === 200 || hung === 429, `a hung Redis is not waited for (${hung})`)
+  t.ok(Date.now() - frozenAt < 1000, `answered in ${Date.now() - frozenAt} ms`)
+  redis.thaw()
+})
