@@ -109,16 +109,35 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
   return { users: options.users, emails, ms: Date.now() - started }
 }
 
+const USAGE = `npm run db:seed -- [--users N] [--tokens FILE] [--password PASSWORD]
+
+Fills DATABASE_URL (the embedded SQLite file when unset) with N users (1000), their addresses, and a session and
+tokens for each; writes one JSON line per user, with its tokens, to FILE (bench/results/tokens.jsonl).`
+
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({
-    options: {
-      users: { type: 'string', default: '1000' },
-      tokens: { type: 'string', default: 'bench/results/tokens.jsonl' },
-      password: { type: 'string', default: 'seed-password-1' }
-    }
-  })
+  let values
+  try {
+    values = parseArgs({
+      options: {
+        users: { type: 'string', default: '1000' },
+        tokens: { type: 'string', default: 'bench/results/tokens.jsonl' },
+        password: { type: 'string', default: 'seed-password-1' },
+        help: { type: 'boolean', short: 'h', default: false }
+      }
+    }).values
+  } catch (err) {
+    console.error(`${(err as Error).message}\n\n${USAGE}`)
+    process.exit(2)
+  }
+  if (values.help) {
+    console.log(USAGE)
+    process.exit(0)
+  }
   const users = Number(values.users)
-  if (!Number.isSafeInteger(users) || users < 1) throw new Error('--users takes a positive integer')
+  if (!Number.isSafeInteger(users) || users < 1) {
+    console.error(`--users takes a positive integer\n\n${USAGE}`)
+    process.exit(2)
+  }
   const config = loadConfig()
   const result = await seed({ url: config.DATABASE_URL, users, tokensFile: values.tokens!, password: values.password!, log: console.log })
   console.log(`seeded ${result.users} users and ${result.emails} addresses in ${result.ms} ms; tokens in ${values.tokens}`)

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net'
 import { Value } from '@sinclair/typebox/value'
 import { Config } from '../schemas/config.js'
 
@@ -15,8 +16,18 @@ function convert(raw: string, schema: { type?: unknown }): unknown {
   return raw
 }
 
+/** One entry of TRUST_PROXY: a keyword of proxy-addr, an IP address, or a CIDR range. */
+function isProxyEntry(entry: string): boolean {
+  if (['loopback', 'linklocal', 'uniquelocal'].includes(entry)) return true
+  const [address, prefix, extra] = entry.split('/')
+  const version = isIP(address ?? '')
+  if (!version || extra !== undefined) return false
+  if (prefix === undefined) return true
+  return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128)
+}
+
 function describe(schema: Record<string, unknown>): string {
-  if (schema.type === 'boolean') return 'true or false'
+  if (schema.type === 'boolean') return 'true or false (also 1/0, yes/no, on/off)'
   if (schema.type === 'integer') return `an integer from ${schema.minimum} to ${schema.maximum}`
   if (Array.isArray(schema.anyOf)) return `one of ${schema.anyOf.map((s: { const: string }) => s.const).join(', ')}`
   if (schema.maxLength === 254) return 'an e-mail address'
@@ -43,6 +54,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const schema = (Config.properties as Record<string, Record<string, unknown>>)[key]
     if (!schema || problems.some((p) => p.startsWith(key + ' '))) continue
     problems.push(`${key} must be ${describe(schema)} (got ${JSON.stringify(env[key])})`)
+  }
+  if (typeof withDefaults.TRUST_PROXY === 'string' && !withDefaults.TRUST_PROXY.split(',').every((e) => isProxyEntry(e.trim()))) {
+    problems.push(`TRUST_PROXY must be a comma-separated list of addresses, CIDR ranges, loopback, linklocal or uniquelocal (got ${JSON.stringify(env.TRUST_PROXY)})`)
   }
   if (withDefaults.ADMIN_EMAIL !== undefined && withDefaults.ADMIN_PASSWORD === undefined) {
     problems.push('ADMIN_PASSWORD must be set when ADMIN_EMAIL is')

@@ -1,16 +1,28 @@
-import { buildApp } from './app.js'
+import { buildApp, type App } from './app.js'
 import { ConfigError, loadConfig } from './config.js'
+import { startupMessage } from './startup.js'
+import type { Config } from '../schemas/config.js'
+
+/** Stops the start with one line: what is wrong and which setting to change; the stack only when nothing is known. */
+function fail(err: unknown, config?: Config, phase: 'build' | 'listen' = 'build'): never {
+  const known = err instanceof ConfigError ? err.message : config ? startupMessage(err, config, phase) : undefined
+  console.error(known ? `Roster could not start: ${known}` : err)
+  process.exit(1)
+}
 
 let config
 try {
   config = loadConfig()
 } catch (err) {
-  if (!(err instanceof ConfigError)) throw err
-  console.error(err.message)
-  process.exit(1)
+  fail(err)
 }
 
-const app = await buildApp(config)
+let app: App
+try {
+  app = await buildApp(config)
+} catch (err) {
+  fail(err, config)
+}
 
 let closing = false
 async function shutdown(signal: string) {
@@ -36,6 +48,6 @@ process.on('SIGINT', () => void shutdown('SIGINT'))
 try {
   await app.listen({ port: config.PORT, host: config.HOST })
 } catch (err) {
-  app.log.error({ err }, 'could not start')
-  process.exit(1)
+  await app.close().catch(() => {})
+  fail(err, config, 'listen')
 }

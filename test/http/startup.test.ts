@@ -1,0 +1,52 @@
+import { spawn } from 'node:child_process'
+import net from 'node:net'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { ENGINE, MYSQL_URL } from '../helpers.js'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+
+/** Runs a command of the project to its end: exit code and everything it printed. */
+function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+      cwd: root, env: { ...process.env, LOG_LEVEL: 'silent', MAX_EVENT_LOOP_DELAY_MS: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe']
+    })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    child.stderr.on('data', (d) => { out += d })
+    const timer = setTimeout(() => child.kill('SIGKILL'), 20_000)
+    child.on('close', (code) => { clearTimeout(timer); resolve({ code, out }) })
+  })
+}
+
+t.test('a start that cannot succeed says in one line which setting to change, without a stack trace', async (t) => {
+  const busy = net.createServer().listen(0, '127.0.0.1')
+  await new Promise((r) => busy.once('listening', r))
+  t.teardown(() => busy.close())
+  const busyPort = String((busy.address() as net.AddressInfo).port)
+  const cases: Array<[string, Record<string, string>, RegExp]> = [
+    ['a port in use', { DATABASE_URL: 'sqlite::memory:', PORT: busyPort }, new RegExp(`PORT=${busyPort} is in use`)],
+    ['an address not of this machine', { DATABASE_URL: 'sqlite::memory:', HOST: '999.1.1.1', PORT: '0' }, /HOST=999\.1\.1\.1 is not an address/],
+    ['a TRUST_PROXY that is not a list of addresses', { DATABASE_URL: 'sqlite::memory:', TRUST_PROXY: 'garbage' }, /TRUST_PROXY must be/],
+    ['a boolean spelt otherwise', { DATABASE_URL: 'sqlite::memory:', SIGNUP_OPEN: 'maybe' }, /SIGNUP_OPEN must be true or false \(also 1\/0, yes\/no, on\/off\)/],
+    ['MySQL out of reach', { DATABASE_URL: 'mysql://root@127.0.0.1:1/roster' }, /DATABASE_URL: cannot reach MySQL at 127\.0\.0\.1:1/]
+  ]
+  if (ENGINE === 'mysql') cases.push(['a database that does not exist', { DATABASE_URL: `${MYSQL_URL}/roster_no_such_database` }, /DATABASE_URL names a database that does not exist/])
+  for (const [name, env, message] of cases) {
+    const { code, out } = await run(['src/server.ts'], env)
+    t.equal(code, 1, `${name}: exit 1`)
+    t.match(out, message, `${name}: says so`)
+    t.notMatch(out, /^\s+at /m, `${name}: no stack trace (${out.trim().slice(0, 160)})`)
+  }
+})
+
+t.test('npm run db:seed -- --help prints its usage', async (t) => {
+  const help = await run(['scripts/seed.ts', '--help'], {})
+  t.equal(help.code, 0)
+  t.match(help.out, /--users N/)
+  const wrong = await run(['scripts/seed.ts', '--userz', '5'], {})
+  t.equal(wrong.code, 2, 'an unknown option: exit 2')
+  t.match(wrong.out, /Unknown option '--userz'[\s\S]*--users N/, 'with the usage')
+})
