@@ -340,3 +340,46 @@ t.test('SIGTERM with writes in flight: each answers 201 or 503, nothing errs, an
   t.equal(await exited, 0, 'clean exit')
   t.same(errors, [], 'no error was logged while stopping')
 })
+
+t.test('a log sink that stops reading never stops the service; dropped lines are counted', async (t) => {
+  const url = await sharedDatabase(t)
+  const port = await freePort()
+  // Standard output is a pipe nobody reads until the end: it fills after about 64 KiB.
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/server.ts')], {
+    cwd: root, stdio: ['ignore', 'pipe', 'ignore'],
+    env: { ...process.env, PORT: String(port), DATABASE_URL: url, LOG_LEVEL: 'info', MAX_EVENT_LOOP_DELAY_MS: '0', RATE_LIMIT_MAX: '100000000' }
+  })
+  child.stdout.pause()
+  const exited = new Promise<number | null>((resolve) => child.on('exit', resolve))
+  t.teardown(() => { child.kill('SIGKILL') })
+  const base = `http://127.0.0.1:${port}`
+  for (let i = 0; i < 200; i++) {
+    if (await fetch(`${base}/health/live`).then((r) => r.ok, () => false)) break
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  // About 1.6 MB of access log: past the pipe's buffer and past what is kept waiting for it.
+  const long = `/health/live?${'x'.repeat(400)}`
+  let answered = 0
+  for (let round = 0; round < 60; round++) {
+    const codes = await Promise.all(Array.from({ length: 50 }, () => fetch(base + long).then((r) => r.status, () => 0)))
+    answered += codes.filter((c) => c > 0).length
+  }
+  t.equal(answered, 3000, 'every request answered with the sink stuck')
+  const started = Date.now()
+  t.equal((await fetch(`${base}/health/live`)).status, 200)
+  t.ok(Date.now() - started < 1000, `and at once (${Date.now() - started} ms)`)
+
+  let out = ''
+  child.stdout.on('data', (d) => { out += d })
+  child.stdout.resume()
+  const until = Date.now() + 15_000
+  while (!/log lines dropped/.test(out) && Date.now() < until) {
+    await fetch(`${base}/health/live`).catch(() => {})
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  const report = out.split('\n').find((l) => l.includes('log lines dropped'))
+  t.ok(report, 'once the sink reads again, the loss is reported')
+  t.ok(Number(JSON.parse(report ?? '{}').dropped) > 0, `lines dropped: ${JSON.parse(report ?? '{}').dropped}`)
+  child.kill('SIGTERM')
+  t.equal(await exited, 0, 'and it still stops cleanly')
+})
