@@ -90,6 +90,13 @@ export class Unavailable extends DomainError {
   }
 }
 
+/** The request's body did not arrive in time. */
+export class RequestTimeout extends DomainError {
+  constructor(detail = 'The request body took too long to arrive') {
+    super('REQUEST_TIMEOUT', detail)
+  }
+}
+
 export class PayloadTooLarge extends DomainError {
   constructor(detail = 'The request body is too large') {
     super('PAYLOAD_TOO_LARGE', detail)

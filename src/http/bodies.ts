@@ -1,6 +1,7 @@
 import formbody from '@fastify/formbody'
 import multipart from '@fastify/multipart'
-import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import { PassThrough } from 'node:stream'
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify'
 import { DomainError, InvalidInput, invalidField, PayloadTooLarge } from '../common/errors.js'
 import type { RouteStep } from './lifecycle.js'
 
@@ -71,6 +72,38 @@ async function collectParts(request: FastifyRequest): Promise<void> {
 export async function installBodies(app: FastifyInstance): Promise<void> {
   app.removeContentTypeParser('text/plain')
   await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT })
+  app.addHook('preParsing', bodyDeadline)
+}
+
+/** How long a request body may take to arrive, once its headers have: a body dripped slower is answered 408. */
+export const BODY_TIMEOUT_MS = 10_000
+
+/**
+ * A deadline on reading the body: the connection timeout restarts with every byte, and Node's request timeout is
+ * checked too rarely, so a body dripped a byte at a time could hold a connection for well over a minute. The body
+ * is read through a stream of its own, failed at the deadline: the request is answered 408 (and the connection
+ * closed), not cut without an answer. Requests without a body pass untouched.
+ */
+const bodyDeadline: preParsingHookHandler = (request, _reply, payload, done) => {
+  if (request.headers['content-length'] === undefined && request.headers['transfer-encoding'] === undefined) return done(null, payload)
+  if (request.headers['content-type']?.toLowerCase().startsWith('multipart/')) {
+    // @fastify/multipart reads the raw request itself: past the deadline the connection is cut, unanswered.
+    const timer = setTimeout(() => request.raw.destroy(), BODY_TIMEOUT_MS)
+    timer.unref()
+    request.raw.once('end', () => clearTimeout(timer))
+    request.raw.once('close', () => clearTimeout(timer))
+    return done(null, payload)
+  }
+  const body = new PassThrough()
+  const timer = setTimeout(() => {
+    payload.unpipe(body)
+    body.destroy(Object.assign(new Error('The request body took too long to arrive'), { statusCode: 408 }))
+  }, BODY_TIMEOUT_MS)
+  timer.unref()
+  body.once('end', () => clearTimeout(timer))
+  body.once('close', () => clearTimeout(timer))
+  payload.pipe(body)
+  done(null, body)
 }
 
 /**

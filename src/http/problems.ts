@@ -3,7 +3,7 @@ import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Problem } from '../../schemas/problem.js'
 import {
-  Conflict, DomainError, Forbidden, InvalidInput, NotFound, PayloadTooLarge, RateLimited, Unauthenticated, Unavailable,
+  Conflict, DomainError, Forbidden, InvalidInput, NotFound, PayloadTooLarge, RateLimited, RequestTimeout, Unauthenticated, Unavailable,
   UnsupportedMediaType, VersionConflict
 } from '../common/errors.js'
 import { isUnavailable } from '../database/errors.js'
@@ -26,6 +26,7 @@ const ANSWERS: Array<[Kind, number, (err: DomainError) => Headers]> = [
   [Forbidden, 401, () => ({ 'www-authenticate': `${BEARER}, error="insufficient_scope"` })],
   [NotFound, 404, () => ({})],
   [Conflict, 409, () => ({})],
+  [RequestTimeout, 408, () => ({ connection: 'close' })],
   [VersionConflict, 412, () => ({})],
   [PayloadTooLarge, 413, () => ({})],
   [UnsupportedMediaType, 415, () => ({})],
@@ -84,6 +85,7 @@ export function toDomainError(err: FastifyError | Error): DomainError | undefine
   if (e.validation) return fromValidation(e)
   if (isUnavailable(err)) return new Unavailable()
   const status = e.statusCode ?? 500
+  if (status === 408) return new RequestTimeout()
   if (status === 413) return new PayloadTooLarge()
   if (status === 415) return new UnsupportedMediaType()
   if (status === 404) return new NotFound('NOT_FOUND', 'No such route')

@@ -383,3 +383,25 @@ t.test('a log sink that stops reading never stops the service; dropped lines are
   child.kill('SIGTERM')
   t.equal(await exited, 0, 'and it still stops cleanly')
 })
+
+t.test('a body dripped a byte at a time is answered 408 within the body deadline', async (t) => {
+  const app = await build(t)
+  await app.listen({ port: 0, host: '127.0.0.1' })
+  const { port } = app.server.address() as net.AddressInfo
+  const drip = (contentType: string) => new Promise<{ answer: string; ms: number }>((resolve) => {
+    const started = Date.now()
+    let answer = ''
+    const socket = net.connect(port, '127.0.0.1', () => {
+      socket.write(`POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: ${contentType}\r\nContent-Length: 1000\r\n\r\n{`)
+    })
+    const timer = setInterval(() => socket.write(' '), 1000)
+    socket.on('data', (d) => { answer += d })
+    socket.on('close', () => { clearInterval(timer); resolve({ answer, ms: Date.now() - started }) })
+    socket.on('error', () => {})
+  })
+  const [json, form] = await Promise.all([drip('application/json'), drip('multipart/form-data; boundary=x')])
+  t.match(json.answer, /^HTTP\/1.1 408 /, 'a dripped JSON body: 408')
+  t.match(json.answer, /"code":"REQUEST_TIMEOUT"/, 'as problem+json')
+  t.ok(json.ms >= 9_500 && json.ms < 14_000, `after ${json.ms} ms`)
+  t.ok(form.ms < 14_000, `a dripped multipart body: the connection closed after ${form.ms} ms`)
+})
