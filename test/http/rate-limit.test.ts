@@ -292,3 +292,20 @@ t.test('Redis going away: requests are answered at once, limits apply per proces
   t.ok(Date.now() - frozenAt < 1000, `answered in ${Date.now() - frozenAt} ms`)
   redis.thaw()
 })
+
+t.test('a service starting while Redis is unreachable starts, says so once, and limits per process', async (t) => {
+  const warnings: string[] = []
+  const { buildApp } = await import('../../src/app.js')
+  const { loadConfig } = await import('../../src/config.js')
+  const started = Date.now()
+  const app = await buildApp(loadConfig({
+    DATABASE_URL: 'sqlite::memory:', LOG_LEVEL: 'warn', RATE_LIMIT_REDIS_URL: 'redis://127.0.0.1:1', RATE_LIMIT_MAX: '2', MAX_EVENT_LOOP_DELAY_MS: '0'
+  }), { logStream: { write: (line: string) => { warnings.push(JSON.parse(line).msg) } } })
+  t.teardown(() => app.close())
+  await app.ready()
+  t.ok(Date.now() - started < 5000, `started in ${Date.now() - started} ms`)
+  const codes = []
+  for (let i = 0; i < 3; i++) codes.push((await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'a@b.co', password: 'x' } })).statusCode)
+  t.same(codes, [401, 401, 429], 'the limit applies, per process')
+  t.equal(warnings.filter((w) => w.startsWith('redis unavailable')).length, 1, 'said once')
+})
