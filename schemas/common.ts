@@ -27,4 +27,10 @@ export const Name = Type.String({
 export const Password = Type.String({ minLength: 8, maxLength: 256 })
 
 export const UserParams = Type.Object({ user_id: Id }, { additionalProperties: false })
+
+/** The query of a collection without filters of its own: a page size and the cursor of the page after. */
+export const PageQuery = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
+  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 }))
+}, { additionalProperties: false })
 export const EmailParams = Type.Object({ user_id: Id, email_id: Id }, { additionalProperties: false })

@@ -1,6 +1,5 @@
-import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Address, EmailParams, UserParams } from '../../schemas/common.js'
+import { Address, EmailParams, PageQuery, UserParams } from '../../schemas/common.js'
 import { Email, EmailCollection, NewEmail } from '../../schemas/email.js'
 import { ref } from '../../schemas/ref.js'
 import { withMultipart } from '../http/bodies.js'
@@ -11,10 +10,6 @@ import { emailPath, presentEmail } from './present.js'
 
 const tags = ['emails']
 
-const PageQuery = Type.Object({
-  limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
-  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 }))
-}, { additionalProperties: false })
 
 const emails: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''

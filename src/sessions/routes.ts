@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Id, UserParams } from '../../schemas/common.js'
+import { Id, PageQuery, UserParams } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import { SessionCollection } from '../../schemas/session.js'
 import { callerOf } from '../http/authenticate.js'
@@ -10,10 +10,6 @@ import { presentSession } from './present.js'
 
 const tags = ['sessions']
 
-const PageQuery = Type.Object({
-  limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
-  cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 }))
-}, { additionalProperties: false })
 
 const SessionParams = Type.Object({ user_id: Id, session_id: Id }, { additionalProperties: false })
 

@@ -39,14 +39,20 @@ async function mysqlProxy() {
   }
 }
 
-t.test('the database going away answers 503, never a hang or a 500, and the service recovers by itself', { skip: ENGINE !== 'mysql' && 'needs a networked database' }, async (t) => {
+/** A fresh MySQL database reached through a proxy of its own: the database's URL through the proxy, and the proxy. */
+async function proxiedDatabase(t: Test) {
   const db = await freshDatabase()
   t.teardown(db.drop)
   const proxy = await mysqlProxy()
   t.teardown(proxy.close)
   const url = new URL(db.url)
   url.host = `127.0.0.1:${proxy.port}`
-  const app = await build(t, { url: url.toString(), env: { DB_POOL_SIZE: '4' } })
+  return { url: url.toString(), proxy }
+}
+
+t.test('the database going away answers 503, never a hang or a 500, and the service recovers by itself', { skip: ENGINE !== 'mysql' && 'needs a networked database' }, async (t) => {
+  const { url, proxy } = await proxiedDatabase(t)
+  const app = await build(t, { url, env: { DB_POOL_SIZE: '4' } })
   const user = await newUser(app)
   const self = () => app.inject({ url: `/users/${user.id}`, headers: user.headers })
   t.equal((await self()).statusCode, 200, 'before')
@@ -271,17 +277,12 @@ t.test('malformed HTTP is answered as problem+json too', async (t) => {
 })
 
 t.test('a hung database answers 503 within the deadline, logs the outage once, and the service recovers by itself', { skip: ENGINE !== 'mysql' && 'needs a networked database' }, async (t) => {
-  const db = await freshDatabase()
-  t.teardown(db.drop)
-  const proxy = await mysqlProxy()
-  t.teardown(proxy.close)
-  const url = new URL(db.url)
-  url.host = `127.0.0.1:${proxy.port}`
+  const { url, proxy } = await proxiedDatabase(t)
   const lines: Array<{ level: number; msg: string; refused?: number }> = []
   const { buildApp } = await import('../../src/app.js')
   const { loadConfig } = await import('../../src/config.js')
   const app = await buildApp(loadConfig({
-    DATABASE_URL: url.toString(), LOG_LEVEL: 'warn', DB_POOL_SIZE: '4', DB_TIMEOUT_MS: '1500', RATE_LIMIT_MAX: '100000000', MAX_EVENT_LOOP_DELAY_MS: '0'
+    DATABASE_URL: url, LOG_LEVEL: 'warn', DB_POOL_SIZE: '4', DB_TIMEOUT_MS: '1500', RATE_LIMIT_MAX: '100000000', MAX_EVENT_LOOP_DELAY_MS: '0'
   }), { logStream: { write: (line: string) => { lines.push(JSON.parse(line)) } } })
   t.teardown(() => app.close())
   await app.ready()

@@ -101,19 +101,9 @@ t.test('requests refused at authentication count against their address', async (
 })
 
 t.test('with Redis, limits are shared by every instance', async (t) => {
-  if (!(await redisReachable())) {
-    if (process.env.REQUIRE_REDIS === '1') t.fail(`Redis at ${REDIS_URL} is unreachable and REQUIRE_REDIS=1`)
-    else t.comment(`Redis at ${REDIS_URL} is unreachable: the shared-store test did not run`)
-    return
-  }
-  const prefix = `roster-test:${randomBytes(6).toString('hex')}:`
-  t.teardown(async () => {
-    const redis = new Redis(REDIS_URL)
-    const keys = await redis.keys(`${prefix}*`)
-    if (keys.length) await redis.del(...keys)
-    await redis.quit()
-  })
-  const env = { RATE_LIMIT_REDIS_URL: REDIS_URL, REDIS_KEY_PREFIX: prefix, LOGIN_MAX_FAILURES: '3', LOGIN_WINDOW_SECONDS: '60' }
+  const shared = await redisEnv(t)
+  if (!shared) return
+  const env = { ...shared, LOGIN_MAX_FAILURES: '3', LOGIN_WINDOW_SECONDS: '60' }
   const url = await sharedDatabase(t)
   const a = await build(t, { url, env })
   const b = await build(t, { url, env })
