@@ -11,8 +11,10 @@ const pick = () => users[nextUser++ % users.length]
 const random = () => users[Math.floor(Math.random() * users.length)]
 const bearer = (u) => ({ authorization: `Bearer ${u.token}` })
 const json = { 'content-type': 'application/json' }
+/** Sessions of the refresh scenario not in use by a request: { user, refresh }. */
+const sessions = []
 
-/** A request made as the connection's own user: autocannon keeps one context per connection. */
+/** A request made as a seeded user acting on itself, the users taken in turn (autocannon's context lasts one request). */
 const asOwnUser = (build) => [{
   setupRequest: (req, context) => {
     context.user ??= pick()
@@ -43,20 +45,24 @@ const scenarios = {
       return { method: 'PUT', path: `/users/${u.id}/name`, headers: json, body: JSON.stringify({ name: `Renamed ${u.id} ${context.n}` }) }
     })
   },
-  // 6. each connection logs in once (a session of its own, whatever earlier runs spent), then refreshes it over and
-  //    over: every refresh spends the last refresh token and writes a new pair in one transaction, so the
-  //    connection keeps the refresh token each answer gives it
+  // 6. refreshes: sessions taken from a pool, each request spending a session's last refresh token and the answer
+  //    putting the session back with the new one (autocannon keeps no state from one request to the next: its
+  //    context lives from a request's setup to its response). A session is started by a login the first time, so
+  //    the scenario holds whatever earlier runs spent; at 50 connections, 50 sessions go round.
   'refresh': {
     requests: [{
       setupRequest: (req, context) => {
-        context.user ??= pick()
-        const body = context.refresh
-          ? { grant_type: 'refresh_token', refresh_token: context.refresh }
-          : { email: context.user.email, password }
+        const session = sessions.pop() ?? { user: pick(), refresh: undefined }
+        context.session = session
+        const body = session.refresh
+          ? { grant_type: 'refresh_token', refresh_token: session.refresh }
+          : { email: session.user.email, password }
         return { ...req, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify(body) }
       },
       onResponse: (status, body, context) => {
-        if (status === 201) context.refresh = JSON.parse(body).refresh_token
+        const session = context.session
+        session.refresh = status === 201 ? JSON.parse(body).refresh_token : undefined
+        sessions.push(session)
       }
     }]
   },
