@@ -37,6 +37,16 @@ export interface DatabaseOptions {
   timeoutMs?: number
 }
 
+/**
+ * MySQL/MariaDB transactions run READ COMMITTED: InnoDB then takes no gap locks for the rows a statement scans, only
+ * locks on the rows it changes or reads FOR UPDATE. Roster's rules never rely on gap locks (a user's writes serialise
+ * on its row; uniqueness is the unique indexes'), while REPEATABLE READ's gap locks made unrelated transactions
+ * deadlock: two logins of different users, each deleting its expired tokens and inserting new ones into the
+ * neighbouring gap. It needs row-based or mixed binary logging where binary logging is on (the default of MariaDB
+ * and MySQL 8, and Galera's requirement). SQLite has a single writer and no such setting.
+ */
+const READ_COMMITTED = 'set session transaction isolation level read committed'
+
 /** Prepared statements each MySQL connection keeps (least recently used closed first). */
 const MAX_PREPARED_STATEMENTS = 128
 
@@ -67,6 +77,8 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
       // far below the server-wide max_prepared_stmt_count even with several instances on one server.
       maxPreparedStatements: MAX_PREPARED_STATEMENTS
     })
+    // Set once per connection, so that a transaction costs no statement more than its begin.
+    pool.on('connection', (connection) => { connection.query(READ_COMMITTED) })
     const timeoutMs = options.timeoutMs ?? 2000
     const read: DirectRead = (text, parameters) => readRows(pool, timeoutMs, text, parameters)
     return { db: new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool, timeoutMs) }), dialect: 'mysql', read }

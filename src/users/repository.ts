@@ -121,8 +121,8 @@ export async function deleteUserRow(trx: Trx, id: number): Promise<void> {
 }
 
 /** Locks a user row for the rest of the transaction (MySQL); USER_NOT_FOUND when there is no such user. */
-export async function lockUser(trx: Trx, id: number): Promise<{ version: number }> {
-  let q = trx.selectFrom('users').select('version').where('id', '=', id)
+export async function lockUser(trx: Trx, id: number): Promise<Pick<UserRow, 'version' | 'role'>> {
+  let q = trx.selectFrom('users').select(['version', 'role']).where('id', '=', id)
   if (locksRows(trx)) q = q.forUpdate()
   const row = await q.executeTakeFirst()
   if (!row) throw userNotFound(`id ${id}`)

@@ -125,11 +125,15 @@ export class UsersService {
   change(id: number, change: UserChange, expected: Expected): Promise<UserRow> {
     const changes: Updateable<UsersTable> =
       'name' in change ? { name: change.name.trim(), name_search: storedNameKey(change.name.trim()) } : change
-    const endsSessions = ('status' in change && change.status === 'BANNED') ? () => true
-      : ('role' in change && change.role === 'user') ? (before: UserRow) => before.role === 'admin'
-        : () => false
-    const removesAdmin = ('status' in change && change.status === 'BANNED') || ('role' in change && change.role === 'user')
-    return this.write(id, changes, expected, (before) => (endsSessions(before) ? {} : undefined), removesAdmin)
+    if ('status' in change && change.status === 'BANNED') {
+      return this.write(id, changes, expected, { removesAdmin: true, ending: async () => ({}) })
+    }
+    if ('role' in change && change.role === 'user') {
+      // A demotion ends the sessions of an admin; making a plain user a plain user again ends nothing.
+      const ending = async (trx: Trx) => ((await lockUser(trx, id)).role === 'admin' ? {} : undefined)
+      return this.write(id, changes, expected, { removesAdmin: true, ending })
+    }
+    return this.write(id, changes, expected)
   }
 
   /**
@@ -153,7 +157,7 @@ export class UsersService {
     }
     const passwordHash = await hashPassword(password)
     const keep: Keep | undefined = self ? { sessionId: caller.session_id, tokenHash: caller.tokenHash } : undefined
-    await this.write(id, { password_hash: passwordHash }, expected, () => ({ keep }))
+    await this.write(id, { password_hash: passwordHash }, expected, { ending: async () => ({ keep }) })
   }
 
   /** Deletes a user with its addresses, sessions and tokens in one transaction. */
@@ -170,22 +174,21 @@ export class UsersService {
 
   /**
    * Applies changes if the user is at a version If-Match allows (checked in the UPDATE itself, which also locks the
-   * row against logins and refreshes in flight); 404 when the user is gone, else 412. `ending`, given the user as
-   * it was, says whether the change ends the user's sessions (all, or all but `keep`), in the same transaction;
-   * `removesAdmin`, whether it may leave the user no longer an active admin.
+   * row against logins and refreshes in flight); 404 when the user is gone, else 412. A rename costs that UPDATE
+   * and the read of the result. `ending`, asked before the update (it may read the row, locked), says whether the
+   * change ends the user's sessions (all, or all but `keep`), in the same transaction; `removesAdmin`, whether the
+   * change may leave the user no longer an active admin.
    */
   private write(
-    id: number, changes: Updateable<UsersTable>, expected: Expected, ending: (before: UserRow) => { keep?: Keep | undefined } | undefined,
-    removesAdmin = false
+    id: number, changes: Updateable<UsersTable>, expected: Expected,
+    options: { ending?: (trx: Trx) => Promise<{ keep?: Keep | undefined } | undefined>; removesAdmin?: boolean } = {}
   ): Promise<UserRow> {
     return inTransaction(this.db, async (trx) => {
-      if (removesAdmin) await keepAnAdmin(trx, id)
-      await lockUser(trx, id)
-      const before = await written(trx, id)
+      if (options.removesAdmin) await keepAnAdmin(trx, id)
+      const ends = options.ending ? await options.ending(trx) : undefined
       const versions = Array.isArray(expected) ? expected : undefined
       const changed = versions?.length === 0 ? false : await updateUserRow(trx, id, { ...changes, updated_at: Date.now() }, versions)
       if (!changed) throw (await userExists(trx, id)) ? new VersionConflict() : userNotFound(`id ${id}`)
-      const ends = ending(before)
       if (ends) await endSessions(trx, id, ends.keep)
       return written(trx, id)
     })
