@@ -26,6 +26,15 @@ const addresses = fc.oneof(
 )
 
 interface Side { app: App; user: TestUser }
+
+/** Percent-encodes a query value; a lone surrogate (which encodeURIComponent refuses) goes out as invalid UTF-8. */
+function encodeValue(text: string): string {
+  try {
+    return encodeURIComponent(text)
+  } catch {
+    return encodeURIComponent(text.replace(/[\uD800-\uDFFF]/g, '')) + '%ED%A0%80'
+  }
+}
 const answer = (res: { statusCode: number; body: string }) => {
   const code = res.statusCode >= 400 ? (JSON.parse(res.body) as { code?: string }).code : undefined
   return `${res.statusCode}${code ? ` ${code}` : ''}`
@@ -43,7 +52,7 @@ t.test('SQLite and MySQL answer every generated name and address alike', { skip:
       const rename = await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: user.headers, payload: { name } })
       const signup = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Probe', email: address, password: 'password-123' } })
       const add = await app.inject({ method: 'POST', url: `/users/${user.id}/emails`, headers: user.headers, payload: { address: `${n}.${address}` } })
-      const lookup = await app.inject({ url: `/users?email=${encodeURIComponent(address)}`, headers: user.headers })
+      const lookup = await app.inject({ url: `/users?email=${encodeValue(address)}`, headers: user.headers })
       // Remove what was added, so that the address limit is never what decides.
       if (add.statusCode === 201) await app.inject({ method: 'DELETE', url: `/users/${user.id}/emails/${add.json().id}`, headers: user.headers })
       return [rename, signup, add, lookup].map(answer)
