@@ -32,6 +32,7 @@ export interface Issued {
 }
 
 const wrongCredentials = () => new Unauthenticated('The address or password is wrong', 'INVALID_CREDENTIALS')
+const banned = () => new Unauthenticated('This user is banned', 'USER_BANNED')
 const invalidGrant = () => new Unauthenticated('The refresh token is unknown, expired or revoked', 'INVALID_GRANT')
 /** A refresh token as this service makes them: 256 random bits, base64url. Anything else is refused unread. */
 const REFRESH_TOKEN = /^[A-Za-z0-9_-]{43}$/
@@ -52,13 +53,13 @@ export class AuthService {
     const attempt = await this.guard.attempt(found ? `u${found.id}` : `e${normalizeAddress(email)}`, client.address)
     if (!(await verifyPassword(found?.password_hash, password)) || !found) throw wrongCredentials()
     await attempt.succeeded()
-    if (found.status === 'BANNED') throw new Unauthenticated('This user is banned', 'USER_BANNED')
+    if (found.status === 'BANNED') throw banned()
     const issued = await inTransaction(this.db, async (trx) => {
       // The password checked out against what was read before; the token is issued only if it still holds.
       const now = Date.now()
       const current = await lockCredentials(trx, found.id)
       if (!current || current.password_hash !== found.password_hash) return wrongCredentials()
-      if (current.status === 'BANNED') return new Unauthenticated('This user is banned', 'USER_BANNED')
+      if (current.status === 'BANNED') return banned()
       await purgeExpiredTokens(trx, found.id, now)
       await makeRoom(trx, found.id, now, this.options.maxSessionsPerUser)
       const endsAt = now + this.options.sessionMaxAgeSeconds * 1000

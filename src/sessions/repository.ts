@@ -92,7 +92,7 @@ export function findRefresh(db: Db | Trx, hash: string, lock = false): Promise<R
       'sessions.expires_at as session_expires_at', 'sessions.ends_at'
     ])
     .where('refresh_tokens.token_hash', '=', hash)
-  if (lock && locksRows(db as Db)) q = q.forUpdate()
+  if (lock && locksRows(db)) q = q.forUpdate()
   return q.executeTakeFirst()
 }
 
