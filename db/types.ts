@@ -27,6 +27,45 @@ export interface EmailsTable {
   version: number
   created_at: number
   updated_at: number
+  /** When the owner showed they read mail sent to the address; null while unverified. */
+  verified_at: number | null
+  /** When the address was last set (added or replaced); null for addresses older than verification itself. */
+  claimed_at: number | null
+}
+
+/** What a mailed token proves when it comes back. */
+export type EmailTokenPurpose = 'verify' | 'reset'
+
+export interface EmailTokensTable {
+  id: Generated<number>
+  /** SHA-256 of the token, hex. */
+  token_hash: string
+  purpose: EmailTokenPurpose
+  /** The address the token was mailed to; the token dies with it. */
+  email_id: number
+  user_id: number
+  created_at: number
+  expires_at: number
+}
+
+export type MailState = 'pending' | 'sent' | 'failed'
+
+export interface MailOutboxTable {
+  id: Generated<number>
+  /** Which template renders it (src/mail/templates.ts). */
+  kind: string
+  recipient: string
+  /** The template's values, JSON; emptied once the mail is sent or given up, so no token outlives its mail. */
+  data: string
+  state: MailState
+  attempts: number
+  created_at: number
+  /** When a deliverer may next take it: due now, after a retry delay, or after another instance's lease. */
+  next_attempt_at: number
+  /** The deliverer run that took it last; only that run may mark it sent. */
+  claim: string | null
+  sent_at: number | null
+  last_error: string | null
 }
 
 export interface TokensTable {
@@ -76,5 +115,7 @@ export interface Database {
   tokens: TokensTable
   sessions: SessionsTable
   refresh_tokens: RefreshTokensTable
+  email_tokens: EmailTokensTable
+  mail_outbox: MailOutboxTable
   app_secrets: AppSecretsTable
 }

@@ -24,6 +24,14 @@ export const Config = Type.Object(
     REFRESH_TOKEN_TTL_SECONDS: Int(1, 31_536_000, 2_592_000, 'A session ends this long after its last refresh'),
     SESSION_MAX_AGE_SECONDS: Int(1, 315_360_000, 7_776_000, 'A session ends this long after its login, refreshed or not'),
     MAX_SESSIONS_PER_USER: Int(1, 10_000, 100, 'Sessions a user may hold; a new login past it ends the oldest'),
+    VERIFICATION_TTL_SECONDS: Int(1, 31_536_000, 86_400, 'Lifetime of an address verification token'),
+    VERIFICATION_RESEND_SECONDS: Int(1, 86_400, 60, 'Least time between two verification mails to one address'),
+    PASSWORD_RESET_TTL_SECONDS: Int(1, 31_536_000, 3600, 'Lifetime of a password reset token'),
+    PASSWORD_RESET_MAX_PER_CLIENT: Int(1, 100_000, 20, 'Password reset requests per client address per LOGIN_WINDOW_SECONDS before 429'),
+    UNVERIFIED_CLAIM_SECONDS: Int(1, 315_360_000, 604_800, 'An address left unverified this long after it was set may be taken by another user'),
+    SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://[^\\s]+$', description: 'smtp://user:pass@host:587 or smtps://…; unset: mail is written to the log' })),
+    MAIL_FROM: Type.String({ default: 'Roster <no-reply@roster.invalid>', minLength: 3, maxLength: 320, pattern: '@', description: 'Sender of every mail' }),
+    APP_LINK_TEMPLATE: Type.Optional(Type.String({ pattern: '\\{token\\}', maxLength: 1000, description: 'A link put in mail, {token} replaced by the token (e.g. https://app.example.com/verify?token={token})' })),
     LOG_LEVEL: Type.Union(
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
       { default: 'info' }

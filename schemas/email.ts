@@ -8,6 +8,8 @@ export const Email = Type.Object(
     href: Href,
     address: Type.String(),
     primary: Type.Boolean(),
+    verified: Type.Boolean({ description: 'The owner showed they read mail sent to this address' }),
+    verified_at: Type.Union([Timestamp, Type.Null()], { description: 'When it was verified; null while unverified' }),
     created_at: Timestamp
   },
   { $id: 'Email', additionalProperties: false }
@@ -26,3 +28,23 @@ export type EmailCollection = Static<typeof EmailCollection>
 
 export const NewEmail = Type.Object({ address: Address }, { $id: 'NewEmail', additionalProperties: false })
 export type NewEmail = Static<typeof NewEmail>
+
+/** A change to one address: its text, whether it is the primary (only a verified address may become it), or both. */
+export const EmailChange = Type.Object(
+  {
+    address: Type.Optional(Address),
+    primary: Type.Optional(Type.Boolean({ description: '`true` makes this address primary (it must be verified); the former primary stays as a secondary address' }))
+  },
+  { $id: 'EmailChange', additionalProperties: false, minProperties: 1 }
+)
+export type EmailChange = Static<typeof EmailChange>
+
+/** The answer to a resend: where the verification mail went and when its token expires. */
+export const VerificationSent = Type.Object(
+  {
+    sent_to: Type.String({ description: 'The address the mail was written to' }),
+    expires_at: Timestamp
+  },
+  { $id: 'VerificationSent', additionalProperties: false }
+)
+export type VerificationSent = Static<typeof VerificationSent>

@@ -1,6 +1,7 @@
 import { Session, SessionCollection } from './session.js'
 import { Token, TokenRequest } from './token.js'
-import { Email, EmailCollection, NewEmail } from './email.js'
+import { Email, EmailChange, EmailCollection, NewEmail, VerificationSent } from './email.js'
+import { EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from './verification.js'
 import { ErrorCode, FieldError, Problem } from './problem.js'
 import { NewUser, User, UserCollection, UserRole, UserStatus } from './user.js'
 
@@ -8,6 +9,7 @@ import { NewUser, User, UserCollection, UserRole, UserStatus } from './user.js'
 export const sharedSchemas = [
   ErrorCode, FieldError, Problem,
   UserStatus, UserRole, User, UserCollection, NewUser,
-  Email, EmailCollection, NewEmail,
+  Email, EmailCollection, NewEmail, EmailChange, VerificationSent,
+  EmailVerification, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm,
   Session, SessionCollection, TokenRequest, Token
 ]

@@ -77,7 +77,8 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
           if (k === 0) primaryAddress = address
           rows.push({
             id: nextEmailId++, user_id: id, address, address_norm: normalizeAddress(address),
-            primary_user_id: k === 0 ? id : null, version: 1, created_at: now + k, updated_at: now + k
+            primary_user_id: k === 0 ? id : null, version: 1, created_at: now + k, updated_at: now + k,
+            verified_at: now + k, claimed_at: now + k
           })
         }
         // One session each, with an access token and a refresh token, as a login would leave them.

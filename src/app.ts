@@ -28,10 +28,16 @@ import { installLoadShedding } from './http/pressure.js'
 import { rateLimiter } from './http/rate-limit.js'
 import { LoginGuard } from './limits/login-guard.js'
 import { openCounters } from './limits/store.js'
+import { Throttle } from './limits/throttle.js'
+import { MailDeliverer, type DelivererOptions } from './mail/deliverer.js'
+import { logTransport, smtpTransport } from './mail/transports.js'
 import sessionRoutes from './sessions/routes.js'
 import { SessionsService } from './sessions/service.js'
 import userRoutes from './users/routes.js'
 import { UsersService } from './users/service.js'
+import { AddressMail } from './verification/address-mail.js'
+import verificationRoutes from './verification/routes.js'
+import { VerificationService } from './verification/service.js'
 
 const OVERRIDABLE = new Set(['PUT', 'DELETE'])
 
@@ -86,9 +92,17 @@ function bufferedStdout(level: Config['LOG_LEVEL']) {
   return new LogBatch(LOG_BATCH_CHARS, LOG_FLUSH_MS)
 }
 
+/**
+ * The least time a password reset request takes to answer: long enough to cover writing the token and its mail,
+ * so that the answer's timing does not tell whether the address belongs to anyone.
+ */
+const RESET_ANSWER_MS = 100
+
 export interface BuildOptions {
   /** Where logs go (stdout by default); tests capture them here. */
   logStream?: { write: (line: string) => void }
+  /** Timings of the mail deliverer (polling, retries); tests shorten them. */
+  mail?: Partial<DelivererOptions>
 }
 
 /**
@@ -179,9 +193,29 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
     warn
   })
 
+  // Mail: written to the outbox by the services, delivered in the background over SMTP (or to the log).
+  const transport = config.SMTP_URL ? smtpTransport(config.SMTP_URL, config.MAIL_FROM) : logTransport(app.log)
+  const deliverer = new MailDeliverer(db, transport, app.log, options.mail)
+  app.decorate('mail', deliverer)
+  app.addHook('onReady', async () => deliverer.start())
+  app.addHook('preClose', async () => deliverer.stop())
+  const addressMail = new AddressMail({
+    verificationTtlSeconds: config.VERIFICATION_TTL_SECONDS,
+    resetTtlSeconds: config.PASSWORD_RESET_TTL_SECONDS,
+    linkTemplate: config.APP_LINK_TEMPLATE
+  }, () => deliverer.wake())
+
   app.decorate('services', {
-    users: new UsersService(db, guard, { signupOpen: config.SIGNUP_OPEN }),
-    emails: new EmailsService(db, { maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL }),
+    users: new UsersService(db, guard, addressMail, { signupOpen: config.SIGNUP_OPEN, claimSeconds: config.UNVERIFIED_CLAIM_SECONDS }),
+    emails: new EmailsService(db, addressMail, {
+      maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL, claimSeconds: config.UNVERIFIED_CLAIM_SECONDS
+    }),
+    verification: new VerificationService(db, addressMail, guard, new Throttle(counters.logins, warn), {
+      resendSeconds: config.VERIFICATION_RESEND_SECONDS,
+      resetMaxPerClient: config.PASSWORD_RESET_MAX_PER_CLIENT,
+      resetWindowSeconds: config.LOGIN_WINDOW_SECONDS,
+      resetAnswerMs: RESET_ANSWER_MS
+    }),
     auth: new AuthService(db, guard, {
       accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
       refreshTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
@@ -209,6 +243,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(userRoutes)
   await app.register(emailRoutes)
   await app.register(sessionRoutes)
+  await app.register(verificationRoutes)
 
   if (config.ADMIN_EMAIL && config.ADMIN_PASSWORD && (await app.services.users.ensureAdmin(config.ADMIN_EMAIL, config.ADMIN_PASSWORD))) {
     app.log.info({ email: config.ADMIN_EMAIL }, 'created the first admin')

@@ -7,13 +7,16 @@ import type { EmailsService } from './emails/service.js'
 import type { CursorCodec } from './http/cursor.js'
 import type { RoutePlan } from './http/lifecycle.js'
 import type { SessionsService } from './sessions/service.js'
+import type { MailDeliverer } from './mail/deliverer.js'
 import type { UsersService } from './users/service.js'
+import type { VerificationService } from './verification/service.js'
 
 export interface Services {
   users: UsersService
   emails: EmailsService
   auth: AuthService
   sessions: SessionsService
+  verification: VerificationService
 }
 
 declare module 'fastify' {
@@ -23,6 +26,8 @@ declare module 'fastify' {
     dialect: DialectName
     cursors: CursorCodec
     services: Services
+    /** Delivers the mail outbox in the background while the app is ready. */
+    mail: MailDeliverer
     /** Every route as served: its rule and its steps, in the order the lifecycle gave them. */
     routePlans: ReadonlyArray<RoutePlan>
   }

@@ -6,6 +6,7 @@ import type { Test } from 'tap'
 import { createConnection } from 'mysql2/promise'
 import { buildApp, type App } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
+import type { DelivererOptions } from '../src/mail/deliverer.js'
 
 /** Which engine this run of the suite uses: set by scripts/test.mjs for each leg. */
 export const ENGINE = process.env.TEST_DB === 'mysql' ? 'mysql' : 'sqlite'
@@ -51,6 +52,10 @@ export interface BuildOptions {
   extend?: (app: App) => void | Promise<void>
   /** Use this database instead of a fresh one (its owner drops it). */
   url?: string
+  /** Capture the log here (set LOG_LEVEL in env to see anything). */
+  logStream?: { write: (line: string) => void }
+  /** Timings of the mail deliverer. */
+  mail?: Partial<DelivererOptions>
 }
 
 /** Builds the app on a fresh database, with an admin, closed (and its database dropped) when the test ends. */
@@ -67,7 +72,7 @@ export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
     MAX_EVENT_LOOP_DELAY_MS: '0',
     ...options.env
   })
-  const app = await buildApp(config)
+  const app = await buildApp(config, { logStream: options.logStream, mail: options.mail })
   t.teardown(async () => {
     await app.close()
     await db.drop()
@@ -150,4 +155,13 @@ export function assertProblem(t: Test, res: { statusCode: number; headers: Recor
   t.equal(body.code, code, `${msg ?? code}: code`)
   t.equal(body.status, status, `${msg ?? code}: body status`)
   t.type(body.title, 'string')
+}
+
+/**
+ * Marks an address verified directly in the database, for tests about what verification allows (logging in,
+ * becoming primary) rather than about verifying: test/verification/ proves the real flow through SMTP.
+ */
+export async function markVerified(app: App, address: string): Promise<void> {
+  const result = await app.db.updateTable('emails').set({ verified_at: Date.now() }).where('address_norm', '=', address.toLowerCase()).executeTakeFirst()
+  if (Number(result.numUpdatedRows) !== 1) throw new Error(`no address ${address} to mark verified`)
 }

@@ -47,13 +47,17 @@ export function callerQuery(db: Db, hash: string, now: number) {
     .where('users.status', '=', 'ACTIVE')
 }
 
-/** What a password is checked against: the user owning an address (any of its addresses). */
+/**
+ * What a password is checked against: the user owning an address that may log in, its primary address or any of
+ * its verified ones. An unverified secondary address finds nobody, as an unknown one does.
+ */
 export function findCredentials(db: Db, address: string) {
   return db
     .selectFrom('emails')
     .innerJoin('users', 'users.id', 'emails.user_id')
     .select(['users.id', 'users.password_hash', 'users.status'])
     .where('emails.address_norm', '=', addressLookupKey(address) ?? '')
+    .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
     .executeTakeFirst()
 }
 

@@ -14,7 +14,7 @@ export class DomainError extends Error {
 
 /** The request itself is wrong: a field, a filter, a cursor, a body that cannot be read. */
 export class InvalidInput extends DomainError {
-  constructor(detail: string, readonly errors: FieldError[] = [], code: 'VALIDATION_FAILED' | 'INVALID_FILTER' | 'INVALID_CURSOR' = 'VALIDATION_FAILED') {
+  constructor(detail: string, readonly errors: FieldError[] = [], code: 'VALIDATION_FAILED' | 'INVALID_FILTER' | 'INVALID_CURSOR' | 'INVALID_TOKEN' = 'VALIDATION_FAILED') {
     super(code, detail)
   }
 }
@@ -40,6 +40,25 @@ export class EmailLimit extends Conflict {
 export class LastAdmin extends Conflict {
   constructor() {
     super('LAST_ADMIN', 'The last active admin cannot be demoted, banned or deleted: make another admin first')
+  }
+}
+
+export class EmailAlreadyVerified extends Conflict {
+  constructor() {
+    super('EMAIL_ALREADY_VERIFIED', 'This address is verified already')
+  }
+}
+
+export class EmailUnverified extends Conflict {
+  constructor() {
+    super('EMAIL_UNVERIFIED', 'Only a verified address may become primary: confirm the verification mail first')
+  }
+}
+
+/** A mailed token that is unknown, used, expired or dead with its address: which of these is not said. */
+export class InvalidToken extends InvalidInput {
+  constructor() {
+    super('The token is invalid, used or expired', [{ path: '/token', in: 'body', message: 'is invalid, used or expired' }], 'INVALID_TOKEN')
   }
 }
 

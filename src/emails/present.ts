@@ -11,6 +11,8 @@ export function presentEmail(row: EmailRow, base: string): Email {
     href: base + emailPath(row.user_id, row.id),
     address: row.address,
     primary: row.primary_user_id !== null,
+    verified: row.verified_at !== null,
+    verified_at: row.verified_at === null ? null : iso(row.verified_at),
     created_at: iso(row.created_at)
   }
 }

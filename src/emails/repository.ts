@@ -6,12 +6,12 @@ import { isUniqueViolation } from '../database/errors.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
 
-export type EmailRow = Pick<Selectable<EmailsTable>, 'id' | 'user_id' | 'address' | 'primary_user_id' | 'version' | 'created_at'>
+export type EmailRow = Pick<Selectable<EmailsTable>, 'id' | 'user_id' | 'address' | 'primary_user_id' | 'version' | 'created_at' | 'verified_at'>
 
 /** One address of a user, by its id, or the user's primary one. */
 export type EmailTarget = { id: number } | 'primary'
 
-const columns = ['id', 'user_id', 'address', 'primary_user_id', 'version', 'created_at'] as const
+const columns = ['id', 'user_id', 'address', 'primary_user_id', 'version', 'created_at', 'verified_at'] as const
 
 export function listEmails(db: Db, userId: number, afterId: number, limit: number): Promise<EmailRow[]> {
   return db.selectFrom('emails').select(columns)
@@ -46,8 +46,10 @@ async function claiming<T>(address: string, write: Promise<T>): Promise<T> {
   }
 }
 
-/** Inserts an address; its id. EMAIL_TAKEN when any user has it. */
-export async function insertEmail(trx: Trx, userId: number, address: string, primary: boolean, now: number): Promise<number> {
+/** Inserts an address, unverified unless `verified`; its id. EMAIL_TAKEN when any user has it. */
+export async function insertEmail(
+  trx: Trx, userId: number, address: string, primary: boolean, now: number, verified = false
+): Promise<number> {
   const result = await claiming(address, trx.insertInto('emails').values({
     user_id: userId,
     address,
@@ -55,16 +57,47 @@ export async function insertEmail(trx: Trx, userId: number, address: string, pri
     primary_user_id: primary ? userId : null,
     version: 1,
     created_at: now,
-    updated_at: now
+    updated_at: now,
+    verified_at: verified ? now : null,
+    claimed_at: now
   }).executeTakeFirstOrThrow())
   return Number(result.insertId)
 }
 
-/** Changes an address in place (same id, new version). EMAIL_TAKEN when any user has the new one. */
-export async function rewriteAddress(trx: Trx, emailId: number, address: string, now: number): Promise<void> {
+/**
+ * Changes an address in place (same id, new version). A new mailbox (not merely other letter case) is a new,
+ * unverified claim. EMAIL_TAKEN when any user has the new one.
+ */
+export async function rewriteAddress(trx: Trx, emailId: number, address: string, now: number, newMailbox: boolean): Promise<void> {
   await claiming(address, trx.updateTable('emails')
-    .set((eb) => ({ address, address_norm: normalizeAddress(address), version: eb('version', '+', 1), updated_at: now }))
+    .set((eb) => ({
+      address, address_norm: normalizeAddress(address), version: eb('version', '+', 1), updated_at: now,
+      ...(newMailbox ? { verified_at: null, claimed_at: now } : {})
+    }))
     .where('id', '=', emailId).execute())
+}
+
+/** Marks an address verified (new version). */
+export async function markVerified(trx: Trx, emailId: number, now: number): Promise<void> {
+  await trx.updateTable('emails')
+    .set((eb) => ({ verified_at: now, version: eb('version', '+', 1), updated_at: now }))
+    .where('id', '=', emailId).execute()
+}
+
+/** The address's row if it is an unverified claim set at or before `cutoff` (a stale claim), locked (MySQL). */
+export async function findStaleClaim(trx: Trx, address: string, cutoff: number): Promise<EmailRow | undefined> {
+  let q = trx.selectFrom('emails').select(columns)
+    .where('address_norm', '=', normalizeAddress(address))
+    .where('verified_at', 'is', null).where('claimed_at', 'is not', null).where('claimed_at', '<=', cutoff)
+  if (locksRows(trx)) q = q.forUpdate()
+  return q.executeTakeFirst()
+}
+
+/** Stops an address being its user's primary (new version); another may then be marked. */
+export async function unmarkPrimary(trx: Trx, emailId: number, now: number): Promise<void> {
+  await trx.updateTable('emails')
+    .set((eb) => ({ primary_user_id: null, version: eb('version', '+', 1), updated_at: now }))
+    .where('id', '=', emailId).execute()
 }
 
 export async function countEmails(trx: Trx, userId: number): Promise<number> {

@@ -1,7 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyRequest } from 'fastify'
 import { Address, EmailParams, PageQuery, UserParams } from '../../schemas/common.js'
-import { Email, EmailCollection, NewEmail } from '../../schemas/email.js'
+import { Email, EmailChange, EmailCollection, NewEmail, VerificationSent } from '../../schemas/email.js'
 import { ref } from '../../schemas/ref.js'
+import { isoTimestamp } from '../common/timestamps.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
@@ -10,6 +12,14 @@ import { emailPath, presentEmail } from './present.js'
 
 const tags = ['emails']
 
+/**
+ * Form fields are text: `primary=true` in a urlencoded or multipart body is the boolean. Any other text stays text
+ * and fails validation, as a JSON string would.
+ */
+async function formBooleans(request: FastifyRequest): Promise<void> {
+  const body = request.body as Record<string, unknown> | null | undefined
+  if (body && typeof body.primary === 'string' && (body.primary === 'true' || body.primary === 'false')) body.primary = body.primary === 'true'
+}
 
 const emails: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
@@ -60,6 +70,20 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     return tagged(reply, row.version, presentEmail(row, base))
   })
 
+  app.post('/users/:user_id/emails/:email_id/verification', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'resendEmailVerification', tags, summary: 'Send the verification mail of an address again',
+      description: 'Mails a new single-use token to the address (earlier ones stay valid until they expire). 409 EMAIL_ALREADY_VERIFIED; 429 RATE_LIMITED within VERIFICATION_RESEND_SECONDS of the last verification mail to the address, those sent on sign-up, adding and replacing included.',
+      params: EmailParams,
+      response: { 202: ref(VerificationSent), ...problems(400, 401, 404, 409) }
+    }
+  }, async (request, reply) => {
+    const { user_id: userId, email_id: emailId } = request.params
+    const { row, expiresAt } = await app.services.verification.resend(userId, emailId)
+    return reply.code(202).send({ sent_to: row.address, expires_at: isoTimestamp(expiresAt) })
+  })
+
   await app.register(withMultipart(emailWrites))
 }
 
@@ -72,7 +96,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'addUserEmail', tags, consumes: FORM_TYPES, summary: 'Add an address to a user',
-      description: 'The first address of a user becomes its primary. 409 EMAIL_TAKEN when any user has the address (case-insensitively), 409 EMAIL_LIMIT past MAX_EMAILS_PER_USER.',
+      description: 'The address is added unverified and a verification mail is sent to it. The first address of a user becomes its primary. 409 EMAIL_TAKEN when any user has the address (case-insensitively; an unverified address set more than UNVERIFIED_CLAIM_SECONDS ago is taken from its holder instead), 409 EMAIL_LIMIT past MAX_EMAILS_PER_USER.',
       params: UserParams, body: ref(NewEmail),
       response: { 201: ref(Email), ...problems(400, 401, 404, 409, 413, 415) }
     }
@@ -85,13 +109,15 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
   app.put('/users/:user_id/emails/:email_id', {
     config: { auth: 'self-or-admin' },
     schema: {
-      operationId: 'updateUserEmail', tags, consumes: FORM_TYPES, summary: 'Change one address of a user in place',
-      params: EmailParams, headers: IfMatch, body: ref(NewEmail),
+      operationId: 'updateUserEmail', tags, consumes: FORM_TYPES, summary: 'Change one address of a user in place, or make it primary',
+      description: 'A new `address` (same id) is unverified and mailed a verification token. `primary: true` makes a verified address the primary (409 EMAIL_UNVERIFIED otherwise); the former primary stays as a secondary address and is told by mail.',
+      params: EmailParams, headers: IfMatch, body: ref(EmailChange),
       response: { 200: ref(Email), ...problems(400, 401, 404, 409, 412, 413, 415) }
-    }
+    },
+    preValidation: formBooleans
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
-    const row = await service.update(userId, emailId, request.body.address, ifMatchVersions(request.headers['if-match']))
+    const row = await service.update(userId, emailId, request.body, ifMatchVersions(request.headers['if-match']))
     return tagged(reply, row.version, presentEmail(row, base))
   })
 
@@ -141,7 +167,7 @@ const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         operationId: method === 'PUT' ? 'setUserPrimaryEmail' : 'postUserPrimaryEmail', tags, consumes: KEY_PATH_TYPES,
         summary: 'Place the primary address of a user',
-        description: 'Replaces the primary address in place (same id), or creates it (201) when the user has none.',
+        description: 'Replaces the primary address in place (same id), or creates it (201) when the user has none. A new address is unverified and mailed a verification token.',
         params: UserParams, headers: IfMatch, body: body.schema,
         response: { 200: ref(Email), 201: ref(Email), ...problems(400, 401, 404, 409, 412, 413) }
       },

@@ -1,11 +1,14 @@
-import { EmailLimit, EmailRequired, emailNotFound, userNotFound, VersionConflict } from '../common/errors.js'
+import { EmailLimit, EmailRequired, EmailTaken, EmailUnverified, emailNotFound, invalidField, userNotFound, VersionConflict } from '../common/errors.js'
+import { normalizeAddress } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { lockUser, touchUser, userExists } from '../users/repository.js'
+import type { AddressMail } from '../verification/address-mail.js'
+import { deleteEmailTokens } from '../verification/repository.js'
 import {
-  countEmails, deleteEmailRow, findEmail, findPrimaryEmail, insertEmail, listEmails, lockEmail, markPrimary,
-  oldestEmailId, rewriteAddress, type EmailRow, type EmailTarget
+  countEmails, deleteEmailRow, findEmail, findPrimaryEmail, findStaleClaim, insertEmail, listEmails, lockEmail, markPrimary,
+  oldestEmailId, rewriteAddress, unmarkPrimary, type EmailRow, type EmailTarget
 } from './repository.js'
 
 export interface EmailsOptions {
@@ -13,6 +16,42 @@ export interface EmailsOptions {
   maxPerUser: number
   /** A user's last address cannot be removed (REQUIRE_EMAIL). */
   requireEmail: boolean
+  /** An unverified address set this long ago may be taken by another user (UNVERIFIED_CLAIM_SECONDS). */
+  claimSeconds: number
+}
+
+/** What a PUT to one address changes: its text, whether it is primary, or both. */
+export interface EmailChange {
+  address?: string | undefined
+  primary?: boolean | undefined
+}
+
+/**
+ * Runs a write that claims `address` for the user `claimant`. When the unique index refuses it because another user
+ * holds the address as a stale claim (set at or before `cutoff` and never verified), that claim is given up and the
+ * write is tried once more: an unverified claim cannot keep an address from its real owner for ever. The former
+ * holder loses the address; if it was its primary, its oldest remaining address becomes primary.
+ */
+export async function claimingStale<T>(trx: Trx, address: string, claimant: number, cutoff: number, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write()
+  } catch (err) {
+    if (!(err instanceof EmailTaken)) throw err
+    const stale = await findStaleClaim(trx, address, cutoff)
+    if (!stale || stale.user_id === claimant) throw err
+    // The holder's user row first, then its address, in the order every address write takes them.
+    await lockUser(trx, stale.user_id)
+    const held = await lockEmail(trx, stale.user_id, { id: stale.id })
+    if (!held || held.verified_at !== null || normalizeAddress(held.address) !== normalizeAddress(address)) throw err
+    await deleteEmailRow(trx, held.id)
+    if (held.primary_user_id !== null) {
+      const now = Date.now()
+      const oldest = await oldestEmailId(trx, held.user_id)
+      if (oldest !== undefined) await markPrimary(trx, oldest, held.user_id, now)
+      await touchUser(trx, held.user_id, now)
+    }
+    return write()
+  }
 }
 
 const missing = (userId: number, target: EmailTarget) =>
@@ -30,7 +69,18 @@ async function written(trx: Trx, userId: number, emailId: number): Promise<Email
  * first, so writes to one user's addresses are serialised and the count and primary checks hold.
  */
 export class EmailsService {
-  constructor(private readonly db: Db, private readonly options: EmailsOptions) {}
+  constructor(private readonly db: Db, private readonly mail: AddressMail, private readonly options: EmailsOptions) {}
+
+  private claimCutoff(now: number): number {
+    return now - this.options.claimSeconds * 1000
+  }
+
+  /** A write transaction that may have written mail: the deliverer is told once it committed. */
+  private async mailing<T>(fn: (trx: Trx) => Promise<T>): Promise<T> {
+    const result = await inTransaction(this.db, fn)
+    this.mail.committed()
+    return result
+  }
 
   /** USER_NOT_FOUND when the user itself is missing, else EMAIL_NOT_FOUND: asked only once something was not found. */
   private async notFound(userId: number, target: EmailTarget): Promise<never> {
@@ -49,27 +99,51 @@ export class EmailsService {
     return row ?? this.notFound(userId, target)
   }
 
-  /** Adds an address to a user; the first one becomes primary. EMAIL_LIMIT past the limit, EMAIL_TAKEN if anyone's. */
+  /**
+   * Adds an address to a user, unverified, and mails it a verification token; the first one becomes primary.
+   * EMAIL_LIMIT past the limit, EMAIL_TAKEN if anyone's (unless a stale claim, given up).
+   */
   add(userId: number, address: string): Promise<EmailRow> {
-    return inTransaction(this.db, async (trx) => {
+    return this.mailing(async (trx) => {
       await lockUser(trx, userId)
       const count = await countEmails(trx, userId)
       if (count >= this.options.maxPerUser) throw new EmailLimit(this.options.maxPerUser)
       const now = Date.now()
-      const emailId = await insertEmail(trx, userId, address, count === 0, now)
+      const emailId = await claimingStale(trx, address, userId, this.claimCutoff(now), () => insertEmail(trx, userId, address, count === 0, now))
       if (count === 0) await touchUser(trx, userId, now)
+      await this.mail.verification(trx, { id: emailId, user_id: userId, address }, now)
       return written(trx, userId, emailId)
     })
   }
 
-  /** Changes an address in place (same id). Changing the primary changes the user's representation too. */
-  update(userId: number, emailId: number, address: string, expected: Expected): Promise<EmailRow> {
-    return inTransaction(this.db, async (trx) => {
+  /**
+   * Changes an address in place (same id), makes it primary, or both. A new mailbox is unverified and mailed a
+   * verification token; only a verified address may become primary (EMAIL_UNVERIFIED), and the former primary is
+   * told by mail. Changing the primary changes the user's representation too.
+   */
+  update(userId: number, emailId: number, change: EmailChange, expected: Expected): Promise<EmailRow> {
+    return this.mailing(async (trx) => {
       await lockUser(trx, userId)
-      const row = await lockEmail(trx, userId, { id: emailId })
+      let row = await lockEmail(trx, userId, { id: emailId })
       if (!row) throw missing(userId, { id: emailId })
       mustMatch(row.version, expected)
-      await this.rewrite(trx, row, address)
+      if (change.address !== undefined) {
+        await this.rewrite(trx, row, change.address)
+        row = await written(trx, userId, emailId)
+      }
+      if (change.primary === false && row.primary_user_id !== null) {
+        throw invalidField('/primary', 'body', 'cannot be false for the primary address: make another address primary instead')
+      }
+      if (change.primary === true && row.primary_user_id === null) {
+        if (row.verified_at === null) throw new EmailUnverified()
+        const now = Date.now()
+        const former = await lockEmail(trx, userId, 'primary')
+        // The index allows one primary per user: the former one is unmarked first.
+        if (former) await unmarkPrimary(trx, former.id, now)
+        await markPrimary(trx, row.id, userId, now)
+        await touchUser(trx, userId, now)
+        if (former) await this.mail.primaryChanged(trx, former.address, row.address, now)
+      }
       return written(trx, userId, emailId)
     })
   }
@@ -79,7 +153,7 @@ export class EmailsService {
    * user has none. `created` tells which.
    */
   placePrimary(userId: number, address: string, expected: Expected): Promise<{ row: EmailRow; created: boolean }> {
-    return inTransaction(this.db, async (trx) => {
+    return this.mailing(async (trx) => {
       await lockUser(trx, userId)
       const primary = await lockEmail(trx, userId, 'primary')
       if (primary) {
@@ -91,8 +165,9 @@ export class EmailsService {
       // names a version of an address that does not exist.
       if (expected !== undefined) throw new VersionConflict()
       const now = Date.now()
-      const id = await insertEmail(trx, userId, address, true, now)
+      const id = await claimingStale(trx, address, userId, this.claimCutoff(now), () => insertEmail(trx, userId, address, true, now))
       await touchUser(trx, userId, now)
+      await this.mail.verification(trx, { id, user_id: userId, address }, now)
       return { row: await written(trx, userId, id), created: true }
     })
   }
@@ -117,9 +192,18 @@ export class EmailsService {
     })
   }
 
+  /**
+   * Writes a new text for an address. Another mailbox (not merely other letter case) is a new claim: unverified,
+   * its old tokens dead, a verification mail sent.
+   */
   private async rewrite(trx: Trx, row: EmailRow, address: string): Promise<void> {
     const now = Date.now()
-    await rewriteAddress(trx, row.id, address, now)
+    const newMailbox = normalizeAddress(address) !== normalizeAddress(row.address)
+    await claimingStale(trx, address, row.user_id, this.claimCutoff(now), () => rewriteAddress(trx, row.id, address, now, newMailbox))
     if (row.primary_user_id !== null) await touchUser(trx, row.user_id, now)
+    if (newMailbox) {
+      await deleteEmailTokens(trx, row.id)
+      await this.mail.verification(trx, { id: row.id, user_id: row.user_id, address }, now)
+    }
   }
 }

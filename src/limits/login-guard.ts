@@ -33,10 +33,16 @@ export interface Attempt {
 export class LoginGuard {
   constructor(private readonly o: LoginGuardOptions) {}
 
-  async attempt(account: string, client: string): Promise<Attempt> {
-    const keys: Array<[string, number, string]> = [
+  /**
+   * Reserves a check of `account`'s secret from `client`. Without an account (a mailed token, which names none until
+   * it is found), only the client's counter applies: a guessed token must not lock any account.
+   */
+  async attempt(account: string | null, client: string): Promise<Attempt> {
+    const pair = account === null ? undefined : `pair:${account}|${client}`
+    const perClient: [string, number, string] = [`addr:${client}`, this.o.maxPerClient, 'Too many failed attempts from this client; try again later']
+    const keys: Array<[string, number, string]> = account === null ? [perClient] : [
       [`pair:${account}|${client}`, this.o.maxPerPair, 'Too many failed attempts for this account from this client; try again later'],
-      [`addr:${client}`, this.o.maxPerClient, 'Too many failed attempts from this client; try again later'],
+      perClient,
       [`acct:${account}`, this.o.maxPerAccount, 'Too many failed attempts for this account; try again later']
     ]
     const hits = await Promise.all(keys.map(([key]) => this.safely('count', () => this.o.counter.hit(key, this.o.windowMs))))
@@ -47,8 +53,10 @@ export class LoginGuard {
     }
     return {
       succeeded: async () => {
-        await this.releaseAll(keys.slice(1).map(([key]) => key), hits.slice(1))
-        await this.safely('clear', () => this.o.counter.clear(keys[0]![0]))
+        // The reservations are taken back, and this client's failures on this account are forgotten.
+        const kept = keys.map(([key]) => key).filter((key) => key !== pair)
+        await this.releaseAll(kept, hits.filter((_, i) => keys[i]![0] !== pair))
+        if (pair) await this.safely('clear', () => this.o.counter.clear(pair))
       }
     }
   }

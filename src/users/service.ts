@@ -9,8 +9,10 @@ import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { deleteUserEmails, insertEmail } from '../emails/repository.js'
+import { claimingStale } from '../emails/service.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import { endSessions, type Keep } from '../sessions/repository.js'
+import type { AddressMail } from '../verification/address-mail.js'
 import {
   deleteUserRow, findPasswordHash, findUserByAddress, findUserById, insertUser, listUsers, lockActiveAdmins, lockUser, updateUserRow,
   userExists, type UserFilters, type UserRow
@@ -30,6 +32,8 @@ export type UserChange = { name: string } | { status: UserStatus } | { role: Use
 export interface UsersOptions {
   /** Anyone may sign up; else only admins create users. */
   signupOpen: boolean
+  /** An unverified address set this long ago may be taken by another user (UNVERIFIED_CLAIM_SECONDS). */
+  claimSeconds: number
 }
 
 /** Refuses a caller who is not an admin: UNAUTHENTICATED without a token, FORBIDDEN with one. */
@@ -60,7 +64,9 @@ async function written(trx: Trx, id: number): Promise<UserRow> {
  * have already decided whether the caller may reach the user named in the path.
  */
 export class UsersService {
-  constructor(private readonly db: Db, private readonly guard: LoginGuard, private readonly options: UsersOptions) {}
+  constructor(
+    private readonly db: Db, private readonly guard: LoginGuard, private readonly mail: AddressMail, private readonly options: UsersOptions
+  ) {}
 
   /** The one user a caller's listings are restricted to: a plain user sees at most itself, an admin everyone. */
   listingScope(caller: Caller): number | undefined {
@@ -93,27 +99,38 @@ export class UsersService {
     return this.create({ ...input, role: input.role ?? 'user', status: input.status ?? 'ACTIVE' })
   }
 
-  /** Creates a user and its primary address in one transaction; EMAIL_TAKEN when the address is anyone's already. */
-  async create(input: NewUserInput & { role: UserRole; status: UserStatus }): Promise<UserRow> {
+  /**
+   * Creates a user and its primary address in one transaction, and mails the address a verification token (an
+   * address the operator configured, `verified`, is taken as verified). EMAIL_TAKEN when the address is anyone's
+   * already, unless a stale unverified claim, which is given up.
+   */
+  async create(input: NewUserInput & { role: UserRole; status: UserStatus }, verified = false): Promise<UserRow> {
     const name = input.name.trim()
     const nameKey = storedNameKey(name)
     const passwordHash = await hashPassword(input.password)
-    return inTransaction(this.db, async (trx) => {
+    const row = await inTransaction(this.db, async (trx) => {
       const now = Date.now()
       const id = await insertUser(trx, {
         name, name_search: nameKey, password_hash: passwordHash,
         status: input.status, role: input.role, version: 1, created_at: now, updated_at: now
       })
-      await insertEmail(trx, id, input.email, true, now)
+      const cutoff = now - this.options.claimSeconds * 1000
+      const emailId = await claimingStale(trx, input.email, id, cutoff, () => insertEmail(trx, id, input.email, true, now, verified))
+      if (!verified) await this.mail.verification(trx, { id: emailId, user_id: id, address: input.email }, now)
       return written(trx, id)
     })
+    this.mail.committed()
+    return row
   }
 
-  /** The first admin: created when no user has the address; an existing user with it is left as it is. */
+  /**
+   * The first admin: created when no user has the address; an existing user with it is left as it is. The address
+   * comes from the operator's configuration, not from a client, so it is taken as verified.
+   */
   async ensureAdmin(email: string, password: string): Promise<boolean> {
     if (await findUserByAddress(this.db, email)) return false
     try {
-      await this.create({ name: 'Administrator', email, password, role: 'admin', status: 'ACTIVE' })
+      await this.create({ name: 'Administrator', email, password, role: 'admin', status: 'ACTIVE' }, true)
       return true
     } catch (err) {
       if (err instanceof EmailTaken) return false // another instance created it meanwhile

@@ -66,7 +66,8 @@ t.test('the served document', async (t) => {
         t.ok(op.parameters.some((p: Obj) => p.in === 'path' && p.name === 'user_id' && p.schema.type === 'integer'), `${name}: user_id`)
       }
       const security = op.security
-      if (path.startsWith('/health') || (method === 'post' && (path === '/users' || path === '/auth/tokens'))) {
+      const anonymous = ['/users', '/auth/tokens', '/auth/email-verifications', '/auth/password-resets', '/auth/password-resets/confirm']
+      if (path.startsWith('/health') || (method === 'post' && anonymous.includes(path))) {
         t.same(security, [], `${name}: public`)
       } else {
         t.equal(security, undefined, `${name}: bearer by default`)

@@ -1,0 +1,30 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { Address, Password } from './common.js'
+
+/** A token mailed to an address, sent back to prove the mail was read. */
+const MailedToken = Type.String({ minLength: 1, maxLength: 512, description: 'The token from the mail' })
+
+export const EmailVerification = Type.Object({ token: MailedToken }, { $id: 'EmailVerification', additionalProperties: false })
+export type EmailVerification = Static<typeof EmailVerification>
+
+export const PasswordResetRequest = Type.Object(
+  { email: Address },
+  { $id: 'PasswordResetRequest', additionalProperties: false }
+)
+export type PasswordResetRequest = Static<typeof PasswordResetRequest>
+
+/** The one answer to a reset request, whether or not the address exists. */
+export const PasswordResetAccepted = Type.Object(
+  {
+    detail: Type.String(),
+    expires_in: Type.Integer({ minimum: 1, description: 'Seconds a mailed reset token lives' })
+  },
+  { $id: 'PasswordResetAccepted', additionalProperties: false }
+)
+export type PasswordResetAccepted = Static<typeof PasswordResetAccepted>
+
+export const PasswordResetConfirm = Type.Object(
+  { token: MailedToken, password: Password },
+  { $id: 'PasswordResetConfirm', additionalProperties: false }
+)
+export type PasswordResetConfirm = Static<typeof PasswordResetConfirm>

@@ -1,0 +1,93 @@
+import { isoTimestamp } from '../common/timestamps.js'
+
+/** The product's name, as every mail signs it. */
+export const PRODUCT = 'Roster'
+
+/**
+ * Every mail Roster sends, by kind, with the values its template needs. Stored in the outbox as JSON and rendered
+ * when it is delivered, so the templates below are the one place a mail's words live.
+ */
+export interface MailKinds {
+  /** A new or replaced address, or a resend: prove you read mail sent here. */
+  'verify-address': { address: string; token: string; link: string | null; expires_at: number }
+  /** A password reset asked for this address. */
+  'password-reset': { address: string; token: string; link: string | null; expires_at: number }
+  /** Sent to the former primary address when another address of the user became primary. */
+  'primary-changed': { address: string; primary: string }
+}
+export type MailKind = keyof MailKinds
+
+/** A mail as the outbox holds it before delivery. */
+export type Mail = { [K in MailKind]: { kind: K; to: string; data: MailKinds[K] } }[MailKind]
+
+export interface Rendered {
+  subject: string
+  text: string
+  html: string
+}
+
+const escape = (s: string) =>
+  s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;')
+
+/** "in 24 hours", "in 15 minutes": how long from `now` until `at`, rounded to a unit a reader takes in at once. */
+export function timeLeft(at: number, now: number): string {
+  const seconds = Math.max(0, Math.round((at - now) / 1000))
+  const [n, unit] = seconds >= 172_800 ? [Math.round(seconds / 86_400), 'day']
+    : seconds >= 7200 ? [Math.round(seconds / 3600), 'hour']
+      : seconds >= 120 ? [Math.round(seconds / 60), 'minute']
+        : [seconds, 'second']
+  return `in ${n} ${unit}${n === 1 ? '' : 's'}`
+}
+
+/** A paragraph list as plain text and as HTML, with the token (and the link, when there is one) set apart. */
+function layout(subject: string, paragraphs: string[], token?: { token: string; link: string | null }): Rendered {
+  const text = [...paragraphs]
+  const html = paragraphs.map((p) => `<p>${escape(p)}</p>`)
+  if (token) {
+    text.splice(1, 0, `Your token: ${token.token}`, ...(token.link ? [`Or open: ${token.link}`] : []))
+    html.splice(1, 0, `<p>Your token: <code>${escape(token.token)}</code></p>`,
+      ...(token.link ? [`<p><a href="${escape(token.link)}">${escape(token.link)}</a></p>`] : []))
+  }
+  text.push(`-- ${PRODUCT}`)
+  html.push(`<p>&mdash; ${PRODUCT}</p>`)
+  return {
+    subject,
+    text: text.join('\n\n') + '\n',
+    html: `<!doctype html><html><head><meta charset="utf-8"><title>${escape(subject)}</title></head><body>${html.join('')}</body></html>`
+  }
+}
+
+/** The subject and the plain-text and HTML bodies of a mail. */
+export function render(mail: Mail, now = Date.now()): Rendered {
+  switch (mail.kind) {
+    case 'verify-address': {
+      const d = mail.data
+      return layout(`${PRODUCT}: confirm your address ${d.address}`, [
+        `Someone, we hope you, added ${d.address} to an account on ${PRODUCT}. To confirm that this address is yours, send the token below to ${PRODUCT} (your app does this when you open the link).`,
+        `The token can be used once and expires at ${isoTimestamp(d.expires_at)} (${timeLeft(d.expires_at, now)}).`,
+        'If this was not you, ignore this mail: the address stays unconfirmed.'
+      ], d)
+    }
+    case 'password-reset': {
+      const d = mail.data
+      return layout(`${PRODUCT}: reset your password`, [
+        `A new password was asked for the ${PRODUCT} account of ${d.address}. To choose one, send the token below with your new password (your app does this when you open the link). Every session of the account ends when you do.`,
+        `The token can be used once and expires at ${isoTimestamp(d.expires_at)} (${timeLeft(d.expires_at, now)}).`,
+        'If this was not you, ignore this mail: your password stays as it is.'
+      ], d)
+    }
+    case 'primary-changed': {
+      const d = mail.data
+      return layout(`${PRODUCT}: your primary address changed`, [
+        `The primary address of your ${PRODUCT} account is now ${d.primary}. ${d.address} stays on the account as a secondary address.`,
+        'If this was not you, log in and change your password at once.'
+      ])
+    }
+  }
+}
+
+/** A link to a mailed token: APP_LINK_TEMPLATE with `{token}` (and `{purpose}`: verify or reset) filled in. */
+export function tokenLink(template: string | undefined, token: string, purpose: 'verify' | 'reset'): string | null {
+  if (!template) return null
+  return template.replaceAll('{token}', encodeURIComponent(token)).replaceAll('{purpose}', purpose)
+}

@@ -1,0 +1,62 @@
+import type { EmailTokenPurpose } from '../../db/types.js'
+import { addressLookupKey } from '../common/text.js'
+import type { Db, Trx } from '../database/index.js'
+
+export async function insertEmailToken(
+  trx: Trx, values: { hash: string; purpose: EmailTokenPurpose; emailId: number; userId: number; now: number; expiresAt: number }
+): Promise<void> {
+  await trx.insertInto('email_tokens').values({
+    token_hash: values.hash, purpose: values.purpose, email_id: values.emailId, user_id: values.userId,
+    created_at: values.now, expires_at: values.expiresAt
+  }).execute()
+}
+
+/** When the last token of this purpose was mailed to the address, if one still exists. */
+export async function lastTokenAt(trx: Trx, emailId: number, purpose: EmailTokenPurpose): Promise<number | undefined> {
+  const row = await trx.selectFrom('email_tokens').select('created_at')
+    .where('email_id', '=', emailId).where('purpose', '=', purpose)
+    .orderBy('created_at', 'desc').limit(1).executeTakeFirst()
+  return row?.created_at
+}
+
+/** A token with the address it was mailed to, as it stands now. */
+export function findEmailToken(db: Db | Trx, hash: string, purpose: EmailTokenPurpose) {
+  return db.selectFrom('email_tokens')
+    .innerJoin('emails', 'emails.id', 'email_tokens.email_id')
+    .select(['email_tokens.id', 'email_tokens.email_id', 'email_tokens.user_id', 'email_tokens.expires_at', 'emails.verified_at'])
+    .where('email_tokens.token_hash', '=', hash).where('email_tokens.purpose', '=', purpose)
+    .executeTakeFirst()
+}
+
+/** Drops an address's tokens (of one purpose, or all): they die when the address changes or is verified. */
+export async function deleteEmailTokens(trx: Trx, emailId: number, purpose?: EmailTokenPurpose): Promise<void> {
+  let q = trx.deleteFrom('email_tokens').where('email_id', '=', emailId)
+  if (purpose) q = q.where('purpose', '=', purpose)
+  await q.execute()
+}
+
+/** Drops a user's tokens of one purpose (a reset used spends every reset token of the user). */
+export async function deleteUserTokens(trx: Trx, userId: number, purpose: EmailTokenPurpose): Promise<void> {
+  await trx.deleteFrom('email_tokens').where('user_id', '=', userId).where('purpose', '=', purpose).execute()
+}
+
+/** Drops an address's expired tokens, as a new one is issued, so that they cannot pile up. */
+export async function purgeExpiredTokens(trx: Trx, emailId: number, now: number): Promise<void> {
+  await trx.deleteFrom('email_tokens').where('email_id', '=', emailId).where('expires_at', '<=', now).execute()
+}
+
+/**
+ * Where a password reset for an address may be mailed: the address if it is its user's primary or verified, and
+ * the user active. Undefined otherwise, and for an address nobody has.
+ */
+export async function findResetTarget(db: Db, address: string) {
+  const key = addressLookupKey(address)
+  if (key === undefined) return undefined
+  return db.selectFrom('emails')
+    .innerJoin('users', 'users.id', 'emails.user_id')
+    .select(['emails.id', 'emails.user_id', 'emails.address'])
+    .where('emails.address_norm', '=', key)
+    .where('users.status', '=', 'ACTIVE')
+    .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
+    .executeTakeFirst()
+}

@@ -1,0 +1,152 @@
+import { hashPassword, tokenHash } from '../auth/secrets.js'
+import { EmailAlreadyVerified, emailNotFound, InvalidToken, NotFound, RateLimited } from '../common/errors.js'
+import { addressLookupKey } from '../common/text.js'
+import type { Db, Trx } from '../database/index.js'
+import { inTransaction } from '../database/transaction.js'
+import { findEmail, lockEmail, markVerified, type EmailRow } from '../emails/repository.js'
+import type { LoginGuard } from '../limits/login-guard.js'
+import type { Throttle } from '../limits/throttle.js'
+import { endSessions } from '../sessions/repository.js'
+import { lockUser, updateUserRow } from '../users/repository.js'
+import type { AddressMail } from './address-mail.js'
+import { deleteEmailTokens, deleteUserTokens, findEmailToken, findResetTarget, lastTokenAt } from './repository.js'
+
+export interface VerificationOptions {
+  /** Least time between two verification mails to one address (VERIFICATION_RESEND_SECONDS). */
+  resendSeconds: number
+  /** Password reset requests per client address per window (PASSWORD_RESET_MAX_PER_CLIENT, LOGIN_WINDOW_SECONDS). */
+  resetMaxPerClient: number
+  resetWindowSeconds: number
+  /** Every reset request answers no sooner than this after it arrived, whether or not a mail was written. */
+  resetAnswerMs: number
+}
+
+/** A mailed token as this service makes them: 256 random bits, base64url. Anything else is refused unread. */
+const MAILED_TOKEN = /^[A-Za-z0-9_-]{43}$/
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/**
+ * Proving an address (verification tokens) and recovering an account through one (password resets). The tokens
+ * and the mail that carries them are written by AddressMail; this service decides when one may be sent and what
+ * one proves when it comes back.
+ */
+export class VerificationService {
+  constructor(
+    private readonly db: Db,
+    private readonly mail: AddressMail,
+    private readonly guard: LoginGuard,
+    private readonly throttle: Throttle,
+    private readonly options: VerificationOptions
+  ) {}
+
+  /**
+   * Mails a new verification token to an unverified address: EMAIL_ALREADY_VERIFIED when verified, RATE_LIMITED
+   * within VERIFICATION_RESEND_SECONDS of the last verification mail to it (those of sign-up, adding and replacing
+   * included). The user row is locked first, so two resends at once send one mail.
+   */
+  async resend(userId: number, emailId: number): Promise<{ row: EmailRow; expiresAt: number }> {
+    const sent = await inTransaction(this.db, async (trx) => {
+      await lockUser(trx, userId)
+      const row = await lockEmail(trx, userId, { id: emailId })
+      if (!row) throw emailNotFound(`User ${userId} has no address with id ${emailId}`)
+      if (row.verified_at !== null) throw new EmailAlreadyVerified()
+      const now = Date.now()
+      const last = await lastTokenAt(trx, row.id, 'verify')
+      const wait = last === undefined ? 0 : last + this.options.resendSeconds * 1000 - now
+      if (wait > 0) throw new RateLimited(`A verification mail was sent to this address less than ${this.options.resendSeconds} s ago`, wait)
+      return { row, expiresAt: await this.mail.verification(trx, row, now) }
+    })
+    this.mail.committed()
+    return sent
+  }
+
+  /**
+   * Verifies the address a verification token was mailed to. The token is spent, with every other verification
+   * token of the address. Unknown, spent, expired or dead with its address: INVALID_TOKEN.
+   */
+  async confirm(token: string): Promise<EmailRow> {
+    const hash = this.hashOf(token)
+    const seen = await findEmailToken(this.db, hash, 'verify')
+    if (!seen) throw new InvalidToken()
+    return inTransaction(this.db, async (trx) => {
+      await this.lockOwner(trx, seen.user_id)
+      // Read again under the user's lock: a concurrent confirm, change or removal has either happened or waits.
+      const row = await findEmailToken(trx, hash, 'verify')
+      const now = Date.now()
+      if (!row || row.expires_at <= now) throw new InvalidToken()
+      await deleteEmailTokens(trx, row.email_id, 'verify')
+      if (row.verified_at === null) await markVerified(trx, row.email_id, now)
+      const email = await findEmail(trx, row.user_id, row.email_id)
+      if (!email) throw new Error(`address ${row.email_id} vanished inside its own transaction`)
+      return email
+    })
+  }
+
+  /**
+   * Asks for a password reset mail to an address. The answer is the same, and comes after the same time
+   * (resetAnswerMs at least), whether or not a mail is written: the address may belong to nobody, be an unverified
+   * secondary address, or belong to a banned user, and none of that is told. Limited per address (one request per
+   * VERIFICATION_RESEND_SECONDS) and per client address; both limits apply to every address alike.
+   */
+  async requestReset(address: string, client: string): Promise<void> {
+    const started = Date.now()
+    const key = addressLookupKey(address) ?? address
+    await this.throttle.take(
+      { key: `reset-addr:${key}`, max: 1, windowMs: this.options.resendSeconds * 1000, detail: `A password reset for this address was asked less than ${this.options.resendSeconds} s ago` },
+      { key: `reset-client:${client}`, max: this.options.resetMaxPerClient, windowMs: this.options.resetWindowSeconds * 1000, detail: 'Too many password reset requests from this client; try again later' }
+    )
+    const target = await findResetTarget(this.db, address)
+    if (target) {
+      await inTransaction(this.db, async (trx) => {
+        await lockUser(trx, target.user_id)
+        await this.mail.reset(trx, target, Date.now())
+      })
+      this.mail.committed()
+    }
+    const left = started + this.options.resetAnswerMs - Date.now()
+    if (left > 0) await sleep(left)
+  }
+
+  /**
+   * Sets a new password with a reset token: the token is spent with every other reset token of the user, the
+   * address it was mailed to is verified (reading the mail proved it), and every session of the user ends.
+   * Failed tokens count against the client's limit of failed checks.
+   */
+  async confirmReset(token: string, password: string, client: string): Promise<void> {
+    const attempt = await this.guard.attempt(null, client)
+    const hash = this.hashOf(token)
+    const seen = await findEmailToken(this.db, hash, 'reset')
+    if (!seen || seen.expires_at <= Date.now()) throw new InvalidToken()
+    await attempt.succeeded()
+    const passwordHash = await hashPassword(password)
+    await inTransaction(this.db, async (trx) => {
+      await this.lockOwner(trx, seen.user_id)
+      const row = await findEmailToken(trx, hash, 'reset')
+      const now = Date.now()
+      if (!row || row.expires_at <= now) throw new InvalidToken()
+      await deleteUserTokens(trx, row.user_id, 'reset')
+      await updateUserRow(trx, row.user_id, { password_hash: passwordHash, updated_at: now })
+      if (row.verified_at === null) {
+        await deleteEmailTokens(trx, row.email_id, 'verify')
+        await markVerified(trx, row.email_id, now)
+      }
+      await endSessions(trx, row.user_id)
+    })
+  }
+
+  private hashOf(token: string): string {
+    if (!MAILED_TOKEN.test(token)) throw new InvalidToken()
+    return tokenHash(token)
+  }
+
+  /** Locks the token's user; a user deleted meanwhile took its tokens with it. */
+  private async lockOwner(trx: Trx, userId: number): Promise<void> {
+    try {
+      await lockUser(trx, userId)
+    } catch (err) {
+      if (err instanceof NotFound) throw new InvalidToken()
+      throw err
+    }
+  }
+}
