@@ -1,0 +1,110 @@
+import t from 'tap'
+import type { App } from '../../src/app.js'
+import { retryDelay } from '../../src/mail/deliverer.js'
+import { render, timeLeft } from '../../src/mail/templates.js'
+import { build, newUser, sharedDatabase } from '../helpers.js'
+import { TestSmtp, tokenIn } from './smtp.js'
+
+const FAST = { pollMs: 50, retryBaseMs: 100, retryMaxMs: 400 }
+
+const outbox = (app: App) => app.db.selectFrom('mail_outbox').select(['id', 'recipient', 'state', 'attempts', 'data', 'last_error']).orderBy('id').execute()
+
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+t.test('retry delays double from the base, stay under the cap, and are jittered', async (t) => {
+  t.same([1, 2, 3, 4].map((n) => retryDelay(n, 1000, 5000, () => 0.5)), [1000, 2000, 4000, 5000])
+  t.equal(retryDelay(60, 1000, 300_000, () => 0.5), 300_000, 'no overflow after many attempts')
+  t.equal(retryDelay(1, 1000, 5000, () => 0), 800)
+  t.equal(retryDelay(1, 1000, 5000, () => 1), 1200)
+  t.equal(timeLeft(Date.now() + 86_400_000, Date.now()), 'in 24 hours')
+  t.equal(timeLeft(Date.now() + 3_600_000, Date.now()), 'in 60 minutes')
+  t.equal(timeLeft(Date.now() + 7 * 86_400_000, Date.now()), 'in 7 days')
+  const html = render({ kind: 'primary-changed', to: 'a@b.c', data: { address: '<a>@b.c', primary: 'x"@b.c' } }).html
+  t.notMatch(html, '<a>@', 'addresses are escaped in HTML')
+  t.match(html, '&lt;a&gt;@b.c')
+})
+
+t.test('an SMTP outage delays mail and loses none; none is sent twice', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { env: { SMTP_URL: smtp.url }, mail: FAST })
+  await smtp.stop()
+  const users = []
+  for (let i = 0; i < 6; i++) users.push(await newUser(app, { email: `outage${i}@example.com` }))
+  await until('failed attempts while the server is away', async () => (await outbox(app)).every((m) => m.attempts >= 2))
+  t.equal(smtp.received.length, 0, 'nothing delivered while away')
+  const during = await outbox(app)
+  t.ok(during.every((m) => m.state === 'pending'), 'every mail still pending')
+  t.ok(during.every((m) => m.last_error), 'the failure is recorded')
+
+  await smtp.listen()
+  for (const user of users) await smtp.waitFor(user.email)
+  await new Promise((r) => setTimeout(r, 500))
+  await app.mail.deliverDue()
+  for (const user of users) t.equal(smtp.to(user.email).length, 1, `${user.email}: delivered once`)
+  const after = await outbox(app)
+  t.ok(after.every((m) => m.state === 'sent'), 'every mail marked sent')
+  t.ok(after.every((m) => m.data === '{}'), 'no token is kept once its mail is sent')
+})
+
+t.test('a 4xx answer is retried; a 5xx answer is given up and logged', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const lines: string[] = []
+  const app = await build(t, { env: { SMTP_URL: smtp.url, LOG_LEVEL: 'warn' }, mail: FAST, logStream: { write: (line) => void lines.push(line) } })
+  let busy = 2
+  smtp.verdict = (to) => {
+    if (to === 'busy@example.com' && busy-- > 0) return { code: 451, message: 'Try again later' }
+    if (to === 'bounce@example.com') return { code: 550, message: 'No such mailbox' }
+    return 'accept'
+  }
+  await newUser(app, { email: 'busy@example.com' })
+  await newUser(app, { email: 'bounce@example.com' })
+  const busyMail = await smtp.waitFor('busy@example.com')
+  t.ok(tokenIn(busyMail), 'delivered after two 451 answers')
+  await until('the bounce given up and the retried mail marked sent', async () => {
+    const rows = await outbox(app)
+    return rows.some((m) => m.recipient === 'bounce@example.com' && m.state === 'failed') && rows.some((m) => m.recipient === 'busy@example.com' && m.state === 'sent')
+  })
+  const rows = await outbox(app)
+  t.match(rows.find((m) => m.recipient === 'busy@example.com'), { state: 'sent', attempts: 2 }, 'two failed attempts before it went')
+  t.match(rows.find((m) => m.recipient === 'bounce@example.com'), { state: 'failed', attempts: 1, data: '{}', last_error: /550/ }, 'no retry after a 5xx')
+  t.equal(smtp.to('bounce@example.com').length, 0)
+  const logged = lines.map((l) => JSON.parse(l) as { level: number; msg: string; permanent?: boolean })
+  t.ok(logged.some((l) => l.level === 50 && l.msg === 'mail: given up' && l.permanent === true), 'the give-up is logged as an error')
+  t.ok(logged.some((l) => l.level === 40 && l.msg === 'mail: not delivered; will retry'), 'retries are logged as warnings')
+})
+
+t.test('several instances deliver one outbox: each mail is sent once', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const url = await sharedDatabase(t)
+  const env = { SMTP_URL: smtp.url }
+  const a = await build(t, { url, env, mail: { ...FAST, batch: 3 } })
+  const b = await build(t, { url, env, mail: { ...FAST, batch: 3 } })
+  // Both deliverers are running; mail is written through both instances.
+  const emails: string[] = []
+  for (let i = 0; i < 16; i++) emails.push((await newUser(i % 2 ? a : b, { email: `many${i}@example.com` })).email)
+  for (const email of emails) await smtp.waitFor(email)
+  await new Promise((r) => setTimeout(r, 500))
+  await Promise.all([a.mail.deliverDue(), b.mail.deliverDue()])
+  t.equal(smtp.received.filter((m) => m.to.startsWith('many')).length, 16, 'sixteen mails, sixteen deliveries')
+  for (const email of emails) t.equal(smtp.to(email).length, 1, `${email} once`)
+})
+
+t.test('without SMTP_URL each mail goes to the log, token included: the flow works from the log alone', async (t) => {
+  const lines: string[] = []
+  const app = await build(t, { env: { LOG_LEVEL: 'info' }, mail: FAST, logStream: { write: (line) => void lines.push(line) } })
+  const user = await newUser(app, { email: 'logged@example.com' })
+  const mailLine = async () => lines.map((l) => JSON.parse(l)).find((l) => l.mail?.to === 'logged@example.com')
+  await until('the mail in the log', async () => (await mailLine()) !== undefined)
+  const entry = await mailLine()
+  t.match(entry, { level: 30, mail: { subject: /confirm your address/ } })
+  const res = await app.inject({ method: 'POST', url: '/auth/email-verifications', payload: { token: tokenIn(entry.mail) } })
+  t.equal(res.statusCode, 200)
+  t.equal(res.json().verified, true)
+  t.ok(user)
+})
