@@ -27,7 +27,7 @@ export const Config = Type.Object(
     VERIFICATION_TTL_SECONDS: Int(1, 31_536_000, 86_400, 'Lifetime of an address verification token'),
     VERIFICATION_RESEND_SECONDS: Int(1, 86_400, 60, 'Least time between two verification mails to one address'),
     PASSWORD_RESET_TTL_SECONDS: Int(1, 31_536_000, 3600, 'Lifetime of a password reset token'),
-    PASSWORD_RESET_MAX_PER_CLIENT: Int(1, 100_000, 20, 'Password reset requests per client address per LOGIN_WINDOW_SECONDS before 429'),
+    MAIL_MAX_PER_CLIENT: Int(1, 100_000, 20, 'Requests that mail on demand (password resets, verification resends) per client address per LOGIN_WINDOW_SECONDS before 429'),
     UNVERIFIED_CLAIM_SECONDS: Int(1, 315_360_000, 604_800, 'An address left unverified this long after it was set may be taken by another user'),
     SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://[^\\s]+$', description: 'smtp://user:pass@host:587 or smtps://…; unset: mail is written to the log' })),
     MAIL_FROM: Type.String({ default: 'Roster <no-reply@roster.invalid>', minLength: 3, maxLength: 320, pattern: '@', description: 'Sender of every mail' }),

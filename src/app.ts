@@ -212,7 +212,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
     }),
     verification: new VerificationService(db, addressMail, guard, new Throttle(counters.logins, warn), {
       resendSeconds: config.VERIFICATION_RESEND_SECONDS,
-      resetMaxPerClient: config.PASSWORD_RESET_MAX_PER_CLIENT,
+      mailMaxPerClient: config.MAIL_MAX_PER_CLIENT,
       resetWindowSeconds: config.LOGIN_WINDOW_SECONDS,
       resetAnswerMs: RESET_ANSWER_MS
     }),

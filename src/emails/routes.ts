@@ -74,13 +74,13 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'resendEmailVerification', tags, summary: 'Send the verification mail of an address again',
-      description: 'Mails a new single-use token to the address (earlier ones stay valid until they expire). 409 EMAIL_ALREADY_VERIFIED; 429 RATE_LIMITED within VERIFICATION_RESEND_SECONDS of the last verification mail to the address, those sent on sign-up, adding and replacing included.',
+      description: 'Mails a new single-use token to the address (earlier ones stay valid until they expire). 409 EMAIL_ALREADY_VERIFIED; 429 RATE_LIMITED within VERIFICATION_RESEND_SECONDS of the last verification mail to the address (those sent on sign-up, adding and replacing included), or past MAIL_MAX_PER_CLIENT requests for mail from one client.',
       params: EmailParams,
       response: { 202: ref(VerificationSent), ...problems(400, 401, 404, 409) }
     }
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
-    const { row, expiresAt } = await app.services.verification.resend(userId, emailId)
+    const { row, expiresAt } = await app.services.verification.resend(userId, emailId, request.ip)
     return reply.code(202).send({ sent_to: row.address, expires_at: isoTimestamp(expiresAt) })
   })
 

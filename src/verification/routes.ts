@@ -31,7 +31,7 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'public' },
     schema: {
       operationId: 'requestPasswordReset', tags, consumes: FORM_TYPES, summary: 'Ask for a password reset mail',
-      description: 'Always 202 with the same body, after about the same time, whether or not the address belongs to anyone. A single-use token is mailed when the address is its user\'s primary or a verified one. 429 RATE_LIMITED when asked again for the same address within VERIFICATION_RESEND_SECONDS, or past PASSWORD_RESET_MAX_PER_CLIENT requests from one client.',
+      description: 'Always 202 with the same body, after about the same time, whether or not the address belongs to anyone. A single-use token is mailed when the address is its user\'s primary or a verified one. 429 RATE_LIMITED when asked again for the same address within VERIFICATION_RESEND_SECONDS, or past MAIL_MAX_PER_CLIENT requests for mail from one client.',
       body: ref(PasswordResetRequest),
       response: { 202: ref(PasswordResetAccepted), ...problems(400, 413, 415) }
     }

@@ -225,14 +225,19 @@ t.test('a reset request answers alike for every address, and mails only a primar
   assertProblem(t, await app.inject({ method: 'POST', url: '/auth/password-resets', payload: { email: 'not an address' } }), 400, 'VALIDATION_FAILED')
 })
 
-t.test('reset requests are limited per client; failed reset tokens count against the client', async (t) => {
-  const { app } = await mailing(t, { PASSWORD_RESET_MAX_PER_CLIENT: '3', LOGIN_MAX_FAILURES_PER_CLIENT: '3' })
+t.test('reset requests and resends are limited per client; failed reset tokens count against the client', async (t) => {
+  const { app } = await mailing(t, { MAIL_MAX_PER_CLIENT: '3', LOGIN_MAX_FAILURES_PER_CLIENT: '3' })
   for (let i = 0; i < 3; i++) {
     t.equal((await app.inject({ method: 'POST', url: '/auth/password-resets', payload: { email: `a${i}@example.com` } })).statusCode, 202)
   }
   assertProblem(t, await app.inject({ method: 'POST', url: '/auth/password-resets', payload: { email: 'a9@example.com' } }), 429, 'RATE_LIMITED', 'past the per-client limit')
   const other = await app.inject({ method: 'POST', url: '/auth/password-resets', payload: { email: 'a9@example.com' }, remoteAddress: '10.0.0.9' })
   t.equal(other.statusCode, 202, 'another client is not limited')
+  const user = await newUser(app)
+  const [email] = await emailsOf(app, user)
+  const resend = await app.inject({ method: 'POST', url: `/users/${user.id}/emails/${email!.id}/verification`, headers: user.headers })
+  assertProblem(t, resend, 429, 'RATE_LIMITED', 'resends share the per-client limit')
+  t.match(resend.json().detail, /requests for mail from this client/)
 
   const confirm = (token: string) => app.inject({ method: 'POST', url: '/auth/password-resets/confirm', payload: { token, password: 'whatever-123' } })
   for (let i = 0; i < 3; i++) assertProblem(t, await confirm('y'.repeat(43)), 400, 'INVALID_TOKEN')
@@ -240,7 +245,7 @@ t.test('reset requests are limited per client; failed reset tokens count against
 })
 
 t.test('reset answers take the same time whether or not the address exists', async (t) => {
-  const { app } = await mailing(t, { PASSWORD_RESET_MAX_PER_CLIENT: '1000' })
+  const { app } = await mailing(t, { MAIL_MAX_PER_CLIENT: '1000' })
   const known: string[] = []
   for (let i = 0; i < 12; i++) known.push((await newUser(app, { email: `timed${i}@example.com` })).email)
   const timed = async (email: string) => {
