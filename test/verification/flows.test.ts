@@ -45,6 +45,15 @@ t.test('sign-up mails a token; posting it back verifies the address, once', asyn
   const viaGet = await app.inject({ url: `/auth/email-verifications?token=${token}` })
   t.not(viaGet.statusCode, 200, 'no GET verifies anything')
 
+  const stored = await app.db.selectFrom('email_tokens').select(['token_hash']).execute()
+  t.notOk(stored.some((r) => r.token_hash.includes(token)), 'only a hash of a token is stored')
+  t.ok(stored.every((r) => /^[0-9a-f]{64}$/.test(r.token_hash)))
+
+  const raced = await newUser(app)
+  const racedToken = tokenIn(await smtp.waitFor(raced.email))
+  const both = await Promise.all([verify(app, racedToken), verify(app, racedToken), verify(app, racedToken)])
+  t.same(both.map((r) => r.statusCode).sort(), [200, 400, 400], 'the same token sent three times at once verifies once')
+
   const viaForm = await newUser(app)
   const formToken = tokenIn(await smtp.waitFor(viaForm.email))
   const formRes = await app.inject({ method: 'POST', url: '/auth/email-verifications', ...form({ token: formToken }) })
