@@ -104,6 +104,23 @@ export interface RefreshTokensTable {
   used_at: number | null
 }
 
+export interface IdempotencyKeysTable {
+  id: Generated<number>
+  /** SHA-256 of the caller's scope and the key: a key is the caller's own, an anonymous one anybody's. */
+  key_hash: string
+  /** SHA-256 of the method, the path and the body: the same key with another request is refused. */
+  request_hash: string
+  /** `running` while the first request is served, `done` once its answer is kept. */
+  state: 'running' | 'done'
+  status: number | null
+  content_type: string | null
+  location: string | null
+  etag: string | null
+  body: string | null
+  created_at: number
+  expires_at: number
+}
+
 export interface AppSecretsTable {
   name: string
   value: string
@@ -117,5 +134,6 @@ export interface Database {
   refresh_tokens: RefreshTokensTable
   email_tokens: EmailTokensTable
   mail_outbox: MailOutboxTable
+  idempotency_keys: IdempotencyKeysTable
   app_secrets: AppSecretsTable
 }

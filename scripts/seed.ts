@@ -37,6 +37,7 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
   const started = Date.now()
   const { db, dialect } = createDatabase({ url: options.url, poolSize: 4 })
   await mkdir(dirname(options.tokensFile), { recursive: true })
+  const INSERT_ROWS = 2000
   const out = createWriteStream(options.tokensFile)
   let emails = 0
   try {
@@ -48,7 +49,8 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
     let nextEmailId = Number(maxEmail?.m ?? 0) + 1
     const maxSession = await db.selectFrom('sessions').select((eb) => eb.fn.max('id').as('m')).executeTakeFirst()
     let nextSessionId = Number(maxSession?.m ?? 0) + 1
-    // Rows per insert: 2000 × 9 columns stays under SQLite's 32 766 bound values, and keeps MySQL's packets small.
+    // Users per transaction; each insert takes at most INSERT_ROWS rows, so that 11 columns × 2000 rows stays under
+    // SQLite's 32 766 bound values, and MySQL's packets stay small.
     const batch = 2000
     const now = Date.now()
     const expires = now + (options.ttlSeconds ?? 7 * 86_400) * 1000
@@ -92,7 +94,7 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
       }
       await db.transaction().execute(async (trx) => {
         await trx.insertInto('users').values(users).execute()
-        await trx.insertInto('emails').values(rows).execute()
+        for (let at = 0; at < rows.length; at += INSERT_ROWS) await trx.insertInto('emails').values(rows.slice(at, at + INSERT_ROWS)).execute()
         await trx.insertInto('sessions').values(sessions).execute()
         await trx.insertInto('tokens').values(tokens).execute()
         await trx.insertInto('refresh_tokens').values(refreshTokens).execute()

@@ -18,6 +18,9 @@ import { installBodies, multipartStep } from './http/bodies.js'
 import { conditionalGetStep } from './http/conditional.js'
 import { CursorCodec } from './http/cursor.js'
 import { canonicalIdsStep } from './http/ids.js'
+import { idempotencyRecordStep, idempotencyStep } from './http/idempotency.js'
+import { allowedMethods } from './http/methods.js'
+import { IdempotencyKeys } from './idempotency/service.js'
 import { installLifecycle } from './http/lifecycle.js'
 import { LogBatch } from './http/log-batch.js'
 import { DOCS_PREFIX, installOpenApi } from './http/openapi.js'
@@ -149,9 +152,14 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
       done()
     })
   }
-  app.addHook('onRequest', (_request, reply, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
     // Answers are JSON or problem+json, never to be sniffed into something a browser would run.
     reply.header('x-content-type-options', 'nosniff')
+    // A content type on a request without a body (a DELETE from a client that sets one on everything) names no
+    // body to parse: it is dropped, so the request is served as the bodiless request it is.
+    const headers = request.headers
+    if (headers['content-type'] !== undefined && headers['transfer-encoding'] === undefined &&
+      (headers['content-length'] === undefined || headers['content-length'] === '0')) delete headers['content-type']
     done()
   })
   app.addHook('onResponse', (request, reply, done) => {
@@ -160,6 +168,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   })
   app.decorate('config', config)
   app.decorateRequest('caller', null)
+  app.decorateRequest('idempotencyKey', null)
   installLoadShedding(app, config.MAX_EVENT_LOOP_DELAY_MS)
 
   // The database: opened, migrated when configured, closed with the app.
@@ -169,7 +178,10 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   app.decorate('db', db)
   app.decorate('dialect', dialect)
   const outage = new OutageLog(app.log, () => ping(db))
-  installProblems(app, outage)
+  installProblems(app, outage, {
+    forbiddenStatus: config.FORBIDDEN_STATUS === 403 ? 403 : 401,
+    allowedMethods: allowedMethods(() => app.routePlans)
+  })
   app.addHook('onClose', async () => {
     outage.close()
     await db.destroy()
@@ -227,13 +239,19 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
 
   // Every route registered from here on gets its steps, in the one order src/http/lifecycle.ts declares.
   const limiter = rateLimiter({ counter: counters.requests, max: config.RATE_LIMIT_MAX, windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS })
+  const idempotencyKeys = new IdempotencyKeys(db)
+  const purgeKeys = setInterval(() => idempotencyKeys.purge().catch((err: unknown) => app.log.warn({ err }, 'idempotency: purge failed')), 600_000)
+  purgeKeys.unref()
+  app.addHook('preClose', async () => clearInterval(purgeKeys))
   installLifecycle(app, {
     authenticate: authenticateStep({ findCaller: callerLookup(db, read), publicPrefixes: [DOCS_PREFIX], onRefusal: limiter.refusal }),
     'canonical-ids': canonicalIdsStep,
     multipart: multipartStep,
     authorize: authorizeStep,
+    idempotency: idempotencyStep(idempotencyKeys),
     'rate-limit': limiter.step,
-    'conditional-get': conditionalGetStep
+    'conditional-get': conditionalGetStep,
+    'idempotency-record': idempotencyRecordStep(idempotencyKeys)
   })
   await installBodies(app)
   await installOpenApi(app)

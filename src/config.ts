@@ -58,6 +58,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (typeof withDefaults.TRUST_PROXY === 'string' && !withDefaults.TRUST_PROXY.split(',').every((e) => isProxyEntry(e.trim()))) {
     problems.push(`TRUST_PROXY must be a comma-separated list of addresses, CIDR ranges, loopback, linklocal or uniquelocal (got ${JSON.stringify(env.TRUST_PROXY)})`)
   }
+  if (withDefaults.FORBIDDEN_STATUS === 402) problems.push(`FORBIDDEN_STATUS must be 401 or 403 (got ${JSON.stringify(env.FORBIDDEN_STATUS)})`)
   if (withDefaults.ADMIN_EMAIL !== undefined && withDefaults.ADMIN_PASSWORD === undefined) {
     problems.push('ADMIN_PASSWORD must be set when ADMIN_EMAIL is')
   }

@@ -34,8 +34,12 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The authenticated caller, or null (a public route's anonymous caller; see `callerOf`). */
     caller: Caller | null
+    /** The stored Idempotency-Key this request took, until its answer is kept (see http/idempotency.ts). */
+    idempotencyKey: string | null
   }
   interface FastifyContextConfig {
     auth?: AuthRule
+    /** A POST that creates or sends: it honours Idempotency-Key. */
+    idempotent?: boolean
   }
 }

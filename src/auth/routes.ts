@@ -4,7 +4,7 @@ import { Token, TokenRequest } from '../../schemas/token.js'
 import { isoTimestamp } from '../common/timestamps.js'
 import { callerOf } from '../http/authenticate.js'
 import { withMultipart } from '../http/bodies.js'
-import { FORM_TYPES, NoContent, problems } from '../http/responses.js'
+import { FORM_TYPES, IdempotencyKey, NoContent, problems } from '../http/responses.js'
 import { presentSession } from '../sessions/present.js'
 import { presentUser } from '../users/present.js'
 import { requireField, type Issued } from './service.js'
@@ -16,7 +16,7 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
   const service = app.services.auth
 
   app.post('/auth/tokens', {
-    config: { auth: 'public' },
+    config: { auth: 'public', idempotent: true },
     schema: {
       operationId: 'createToken', tags, consumes: FORM_TYPES, summary: 'Log in, or refresh: a short-lived access token and a single-use refresh token',
       description: [
@@ -26,8 +26,8 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
         'A refresh token is single use: presented again, it ends its whole session (REFRESH_TOKEN_REUSED); unknown, expired or revoked, INVALID_GRANT.',
         'Password checks are limited per account and client address, per client address and per account (429 RATE_LIMITED with Retry-After).'
       ].join(' '),
-      body: ref(TokenRequest),
-      response: { 201: ref(Token), ...problems(400, 401, 413, 415, 429) }
+      headers: IdempotencyKey, body: ref(TokenRequest),
+      response: { 201: ref(Token), ...problems(400, 401, 409, 413, 415, 422, 429) }
     }
   }, async (request, reply) => {
     const body = request.body

@@ -22,6 +22,13 @@ export class InvalidInput extends DomainError {
 /** No such resource (or route). Seen only by callers allowed to see the resource. */
 export class NotFound extends DomainError {}
 
+/** The path exists, but not with this method. */
+export class MethodNotAllowed extends DomainError {
+  constructor(method: string, readonly allowed: string[]) {
+    super('METHOD_NOT_ALLOWED', `${method} is not served here; allowed: ${allowed.join(', ')}`)
+  }
+}
+
 /** The change contradicts the current state of other resources. */
 export class Conflict extends DomainError {}
 
@@ -59,6 +66,22 @@ export class EmailUnverified extends Conflict {
 export class InvalidToken extends InvalidInput {
   constructor() {
     super('The token is invalid, used or expired', [{ path: '/token', in: 'body', message: 'is invalid, used or expired' }], 'INVALID_TOKEN')
+  }
+}
+
+/** A retry's Idempotency-Key names a request that is still being served. */
+export class IdempotencyKeyInUse extends Conflict {
+  constructor() {
+    super('IDEMPOTENCY_KEY_IN_USE', 'A request with this Idempotency-Key is still being served; retry once it has answered')
+  }
+}
+
+/** Well-formed, but not to be done: the same Idempotency-Key with another request. */
+export class Unprocessable extends DomainError {}
+
+export class IdempotencyKeyReused extends Unprocessable {
+  constructor() {
+    super('IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with another request: use a new key for a new request')
   }
 }
 

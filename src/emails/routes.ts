@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
 import { Address, EmailParams, PageQuery, UserParams } from '../../schemas/common.js'
 import { Email, EmailChange, EmailCollection, NewEmail, VerificationSent } from '../../schemas/email.js'
@@ -7,7 +8,7 @@ import { isoTimestamp } from '../common/timestamps.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
-import { collection, FORM_TYPES, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from '../http/responses.js'
+import { collection, FORM_TYPES, IdempotencyKey, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from '../http/responses.js'
 import { emailPath, presentEmail } from './present.js'
 
 const tags = ['emails']
@@ -71,12 +72,12 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   app.post('/users/:user_id/emails/:email_id/verification', {
-    config: { auth: 'self-or-admin' },
+    config: { auth: 'self-or-admin', idempotent: true },
     schema: {
       operationId: 'resendEmailVerification', tags, summary: 'Send the verification mail of an address again',
       description: 'Mails a new single-use token to the address (earlier ones stay valid until they expire). 409 EMAIL_ALREADY_VERIFIED; 429 RATE_LIMITED within VERIFICATION_RESEND_SECONDS of the last verification mail to the address (those sent on sign-up, adding and replacing included), or past MAIL_MAX_PER_CLIENT requests for mail from one client.',
-      params: EmailParams,
-      response: { 202: ref(VerificationSent), ...problems(400, 401, 404, 409) }
+      params: EmailParams, headers: IdempotencyKey,
+      response: { 202: ref(VerificationSent), ...problems(400, 401, 404, 409, 422) }
     }
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
@@ -93,12 +94,12 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
   const service = app.services.emails
 
   app.post('/users/:user_id/emails', {
-    config: { auth: 'self-or-admin' },
+    config: { auth: 'self-or-admin', idempotent: true },
     schema: {
       operationId: 'addUserEmail', tags, consumes: FORM_TYPES, summary: 'Add an address to a user',
       description: 'The address is added unverified and a verification mail is sent to it. The first address of a user becomes its primary. 409 EMAIL_TAKEN when any user has the address (case-insensitively; an unverified address set more than UNVERIFIED_CLAIM_SECONDS ago is taken from its holder instead), 409 EMAIL_LIMIT past MAX_EMAILS_PER_USER.',
-      params: UserParams, body: ref(NewEmail),
-      response: { 201: ref(Email), ...problems(400, 401, 404, 409, 413, 415) }
+      params: UserParams, headers: IdempotencyKey, body: ref(NewEmail),
+      response: { 201: ref(Email), ...problems(400, 401, 404, 409, 413, 415, 422) }
     }
   }, async (request, reply) => {
     const row = await service.add(request.params.user_id, request.body.address)
@@ -161,15 +162,15 @@ const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
     app.route({
       method,
       url: '/users/:user_id/email',
-      config: { auth: 'self-or-admin' },
+      config: { auth: 'self-or-admin', idempotent: method === 'POST' },
       bodyLimit: KEY_PATH_BODY_LIMIT,
       preValidation: body.preValidation,
       schema: {
         operationId: method === 'PUT' ? 'setUserPrimaryEmail' : 'postUserPrimaryEmail', tags, consumes: KEY_PATH_TYPES,
         summary: 'Place the primary address of a user',
         description: 'Replaces the primary address in place (same id), or creates it (201) when the user has none. A new address is unverified and mailed a verification token.',
-        params: UserParams, headers: IfMatch, body: body.schema,
-        response: { 200: ref(Email), 201: ref(Email), ...problems(400, 401, 404, 409, 412, 413) }
+        params: UserParams, headers: method === 'POST' ? Type.Composite([IfMatch, IdempotencyKey]) : IfMatch, body: body.schema,
+        response: { 200: ref(Email), 201: ref(Email), ...problems(400, 401, 404, 409, 412, 413, ...(method === 'POST' ? [422] : [])) }
       },
       handler: async (request, reply) => {
         const userId = request.params.user_id

@@ -11,7 +11,7 @@ export interface AuthenticateOptions {
   /** Routes under these prefixes are public without declaring it (routes added by third-party plugins). */
   publicPrefixes: string[]
   /** Runs when a request is refused at authentication: it may answer with an error of its own (a 429) instead. */
-  onRefusal?: (request: FastifyRequest) => DomainError | undefined | Promise<DomainError | undefined>
+  onRefusal?: (request: FastifyRequest, reply: FastifyReply) => DomainError | undefined | Promise<DomainError | undefined>
 }
 
 function bearerToken(header: string | undefined): string | undefined {
@@ -32,11 +32,11 @@ export function authenticateStep(options: AuthenticateOptions): RouteStep {
       throw new Error(`Route ${String(route.method)} ${route.url} must declare config.auth (one of ${AUTH_RULES.join(', ')})`)
     }
     route.config = { ...route.config, auth: rule }
-    return async (request: FastifyRequest) => {
+    return async (request: FastifyRequest, reply: FastifyReply) => {
       const token = bearerToken(request.headers.authorization)
       if (token) request.caller = (await options.findCaller(tokenHash(token))) ?? null
       if (rule === 'public' || request.caller) return
-      const answer = await options.onRefusal?.(request)
+      const answer = await options.onRefusal?.(request, reply)
       if (answer) throw answer
       throw new Unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined)
     }

@@ -15,7 +15,10 @@ export type Phase = typeof PHASES[number]
  * - canonical-ids: ids in the path and the `id` filter as the client wrote them, before validation coerces them;
  * - multipart: a multipart body read into the same plain object every other encoding gives;
  * - authorize: the route's declared rule (`config.auth`) against the caller and the target user;
- * - conditional-get: ETag and 304 on GET and HEAD answers.
+ * - idempotency: on POSTs that create or send (`config.idempotent`), a retry with the same Idempotency-Key answers
+ *   the first answer again, once the request is known to be allowed and valid;
+ * - conditional-get: ETag and 304 on GET and HEAD answers;
+ * - idempotency-record: the answer of a request that took an Idempotency-Key, kept before it goes out.
  * A step's hook runs before the route's own hooks of the same phase (a key path's body normalisation).
  */
 export const LIFECYCLE = [
@@ -24,7 +27,9 @@ export const LIFECYCLE = [
   { step: 'canonical-ids', phase: 'preValidation' },
   { step: 'multipart', phase: 'preValidation' },
   { step: 'authorize', phase: 'preHandler' },
-  { step: 'conditional-get', phase: 'onSend' }
+  { step: 'idempotency', phase: 'preHandler' },
+  { step: 'conditional-get', phase: 'onSend' },
+  { step: 'idempotency-record', phase: 'onSend' }
 ] as const satisfies ReadonlyArray<{ step: string; phase: Phase }>
 
 export type StepName = typeof LIFECYCLE[number]['step']

@@ -10,6 +10,8 @@ const HEADERS: Obj = {
   Location: { description: 'URL of the created resource', schema: { type: 'string' } },
   Link: { description: '`<next page>; rel="next"` while there is a next page', schema: { type: 'string' } },
   RetryAfter: { description: 'Seconds to wait before trying again', schema: { type: 'integer' } },
+  RateLimitPolicy: { description: 'The rate limit that applies (IETF httpapi draft): `"default";q=<requests>;w=<seconds>`', schema: { type: 'string' } },
+  RateLimit: { description: 'What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>`', schema: { type: 'string' } },
   WWWAuthenticate: {
     description: '`Bearer realm="api"`; with `error="insufficient_scope"` when the caller is authenticated but not allowed (do not refresh the token)',
     schema: { type: 'string' }
@@ -22,7 +24,12 @@ const METHODS = ['get', 'put', 'post', 'delete', 'patch']
 
 const SUCCESS: Record<string, string> = { 200: 'OK', 201: 'Created', 204: 'No content' }
 
-export function completeDocument(doc: Obj): Obj {
+export interface DocumentOptions {
+  /** FORBIDDEN_STATUS: with 403, refusals of authenticated callers are documented as 403 beside the 401. */
+  forbiddenStatus: 401 | 403
+}
+
+export function completeDocument(doc: Obj, options: DocumentOptions = { forbiddenStatus: 401 }): Obj {
   doc.components ??= {}
   doc.components.headers = { ...HEADERS, ...(doc.components.headers ?? {}) }
   for (const item of Object.values<Obj>(doc.paths ?? {})) {
@@ -30,6 +37,11 @@ export function completeDocument(doc: Obj): Obj {
       const op = item[method]
       if (!op) continue
       const responses: Obj = op.responses ?? {}
+      if (options.forbiddenStatus === 403 && responses['401'] && op.security === undefined) {
+        responses['401'] = { ...responses['401'], description: 'Not authenticated (UNAUTHENTICATED)' }
+        responses['403'] = { ...responses['401'], description: 'Authenticated but not allowed (FORBIDDEN and route-specific codes)' }
+      }
+      const limited = Boolean(responses['429'])
       for (const [status, response] of Object.entries<Obj>(responses)) {
         if (response.description === 'Default Response' && SUCCESS[status]) response.description = SUCCESS[status]
         const headers: Obj = { ...(response.headers ?? {}) }
@@ -39,7 +51,11 @@ export function completeDocument(doc: Obj): Obj {
         if (code === 200 && method === 'get' && /Collection$/.test(response.content?.['application/json']?.schema?.$ref ?? '')) {
           headers.Link = header('Link')
         }
-        if (code === 401) headers['WWW-Authenticate'] = header('WWWAuthenticate')
+        if (code === 401 || code === 403) headers['WWW-Authenticate'] = header('WWWAuthenticate')
+        if (limited) {
+          headers['RateLimit-Policy'] = header('RateLimitPolicy')
+          headers.RateLimit = header('RateLimit')
+        }
         if (code === 429 || code === 503) headers['Retry-After'] = header('RetryAfter')
         if (Object.keys(headers).length) response.headers = headers
       }

@@ -43,7 +43,9 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
       return { schema: described as typeof schema, url }
     },
     transformObject: (documentObject) =>
-      'openapiObject' in documentObject ? completeDocument(documentObject.openapiObject) : documentObject.swaggerObject,
+      'openapiObject' in documentObject
+        ? completeDocument(documentObject.openapiObject, { forbiddenStatus: app.config.FORBIDDEN_STATUS === 403 ? 403 : 401 })
+        : documentObject.swaggerObject,
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`)
     }

@@ -3,8 +3,8 @@ import type { Duplex } from 'node:stream'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { Problem } from '../../schemas/problem.js'
 import {
-  Conflict, DomainError, Forbidden, InvalidInput, NotFound, PayloadTooLarge, RateLimited, RequestTimeout, Unauthenticated, Unavailable,
-  UnsupportedMediaType, VersionConflict
+  Conflict, DomainError, Forbidden, InvalidInput, MethodNotAllowed, NotFound, PayloadTooLarge, RateLimited, RequestTimeout, Unauthenticated, Unavailable,
+  Unprocessable, UnsupportedMediaType, VersionConflict
 } from '../common/errors.js'
 import { isUnavailable } from '../database/errors.js'
 import type { OutageLog } from './outage.js'
@@ -25,11 +25,13 @@ const ANSWERS: Array<[Kind, number, (err: DomainError) => Headers]> = [
   [Unauthenticated, 401, () => ({ 'www-authenticate': BEARER })],
   [Forbidden, 401, () => ({ 'www-authenticate': `${BEARER}, error="insufficient_scope"` })],
   [NotFound, 404, () => ({})],
+  [MethodNotAllowed, 405, (err) => ({ allow: (err as MethodNotAllowed).allowed.join(', ') })],
   [Conflict, 409, () => ({})],
   [RequestTimeout, 408, () => ({ connection: 'close' })],
   [VersionConflict, 412, () => ({})],
   [PayloadTooLarge, 413, () => ({})],
   [UnsupportedMediaType, 415, () => ({})],
+  [Unprocessable, 422, () => ({})],
   [RateLimited, 429, (err) => ({ 'retry-after': String((err as RateLimited).retryAfterSeconds) })],
   [Unavailable, 503, (err) => ({ 'retry-after': String((err as Unavailable).retryAfterSeconds) })]
 ]
@@ -46,11 +48,21 @@ const internal = (): Answer => ({
   problem: { type: 'about:blank', title: STATUS_CODES[500]!, status: 500, code: 'INTERNAL', detail: 'An unexpected error occurred' }
 })
 
+/** How answers are shaped where the contract lets the operator choose. */
+export interface AnswerOptions {
+  /** The status of an authenticated caller's refusal (FORBIDDEN_STATUS): the seed's 401, or 403. */
+  forbiddenStatus: 401 | 403
+}
+
+const SEED_ANSWERS: AnswerOptions = { forbiddenStatus: 401 }
+
 /** A domain error's answer. */
-export function answerTo(err: DomainError): Answer {
+export function answerTo(err: DomainError, options: AnswerOptions = SEED_ANSWERS): Answer {
   const entry = ANSWERS.find(([kind]) => err instanceof kind)
   if (!entry) return internal()
-  const [, status, headers] = entry
+  const [kind, seedStatus, headers] = entry
+  // The body's code stays FORBIDDEN (or the route's own code) either way; only the status moves.
+  const status = kind === Forbidden ? options.forbiddenStatus : seedStatus
   const problem: Problem = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, code: err.code, detail: err.message }
   if (err instanceof InvalidInput && err.errors.length) problem.errors = err.errors
   return { status, headers: headers(err), problem }
@@ -102,17 +114,29 @@ export function sendProblem(reply: FastifyReply, answer: Answer): FastifyReply {
  * One error handler for the whole app: RFC 9457 problem+json with the contract's codes, never internals. A request
  * refused because the database is unreachable is told to `outage`, which logs the outage once, not each request.
  */
-export function installProblems(app: FastifyInstance, outage: OutageLog): void {
+export function installProblems(
+  app: FastifyInstance, outage: OutageLog, options: AnswerOptions & {
+    /** The methods served at a path (none for an unknown path): a known path answers 405 and OPTIONS, not 404. */
+    allowedMethods: (path: string) => string[]
+  }
+): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const domain = toDomainError(err)
-    const answer = domain ? answerTo(domain) : internal()
+    const answer = domain ? answerTo(domain, options) : internal()
     if (!(err instanceof DomainError) && isUnavailable(err)) outage.refused(err)
     else if (answer.status >= 500) request.log.error({ err }, 'request failed')
     else if (!(err instanceof DomainError)) request.log.info({ code: err.code, msg: err.message }, 'request refused')
     return sendProblem(reply, answer)
   })
   app.setNotFoundHandler((request, reply) => {
-    return sendProblem(reply, answerTo(new NotFound('NOT_FOUND', `No route for ${request.method} ${request.url.split('?')[0]}`)))
+    const path = request.url.split('?')[0]!
+    const served = options.allowedMethods(path)
+    if (served.length > 0) {
+      const allowed = [...served, 'OPTIONS']
+      if (request.method === 'OPTIONS') return reply.code(204).header('allow', allowed.join(', ')).send()
+      return sendProblem(reply, answerTo(new MethodNotAllowed(request.method, allowed), options))
+    }
+    return sendProblem(reply, answerTo(new NotFound('NOT_FOUND', `No route for ${request.method} ${path}`), options))
   })
 }
 

@@ -19,19 +19,32 @@ export function rateLimiter(options: RateLimitOptions) {
   const windowMs = options.windowSeconds * 1000
   const detail = `Too many requests: at most ${options.max} per ${options.windowSeconds} s`
   const verdict = (hit: Hit) => (hit.count > options.max ? new RateLimited(detail, hit.ttlMs) : undefined)
+  // IETF httpapi RateLimit headers: the policy (quota q per window w seconds), and what is left of it (r) and for
+  // how long (t), so that a client slows down before it meets a 429.
+  const policy = `"default";q=${options.max};w=${options.windowSeconds}`
+  const tell = (reply: FastifyReply, hit: Hit) => {
+    reply.header('ratelimit-policy', policy)
+    reply.header('ratelimit', `"default";r=${Math.max(0, options.max - hit.count)};t=${Math.max(1, Math.ceil(hit.ttlMs / 1000))}`)
+  }
 
   /** Counts one request against a key: the error to answer with when that key is over the limit. */
-  const count = (key: string, request: FastifyRequest): RateLimited | undefined | Promise<RateLimited | undefined> => {
+  const count = (key: string, request: FastifyRequest, reply: FastifyReply): RateLimited | undefined | Promise<RateLimited | undefined> => {
     const hit = options.counter.hit(key, windowMs)
-    if (!(hit instanceof Promise)) return verdict(hit)
-    return hit.then(verdict, (err: unknown) => {
+    if (!(hit instanceof Promise)) {
+      tell(reply, hit)
+      return verdict(hit)
+    }
+    return hit.then((h) => {
+      tell(reply, h)
+      return verdict(h)
+    }, (err: unknown) => {
       request.log.warn({ err }, 'rate limit: the shared counter failed; request let through')
       return undefined
     })
   }
 
-  const limit = (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
-    const answer = count(request.caller ? `u${request.caller.id}` : `a${request.ip}`, request)
+  const limit = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
+    const answer = count(request.caller ? `u${request.caller.id}` : `a${request.ip}`, request, reply)
     if (answer instanceof Promise) void answer.then(done)
     else done(answer)
   }
@@ -43,6 +56,6 @@ export function rateLimiter(options: RateLimitOptions) {
      * A request refused at authentication never reaches the step: it counts against its address here, so a client
      * sending no token or bad ones is held to the limit of any anonymous caller.
      */
-    refusal: (request: FastifyRequest) => count(`a${request.ip}`, request)
+    refusal: (request: FastifyRequest, reply: FastifyReply) => count(`a${request.ip}`, request, reply)
   }
 }

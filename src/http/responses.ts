@@ -10,6 +10,7 @@ const WHY: Record<number, string> = {
   401: 'Not authenticated (UNAUTHENTICATED) or not allowed (FORBIDDEN and route-specific codes)',
   404: 'Not found',
   409: 'Conflict with the current state',
+  422: 'The Idempotency-Key was used with another request (IDEMPOTENCY_KEY_REUSED)',
   412: 'If-Match does not name the current version (PRECONDITION_FAILED)',
   413: 'Request body too large (PAYLOAD_TOO_LARGE)',
   415: 'Unsupported Content-Type (UNSUPPORTED_MEDIA_TYPE)',
@@ -37,6 +38,14 @@ const problemRef = ref(Problem)
 export const NoContent = Type.Null({ description: 'No content' })
 
 export const IfMatch = Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'Write only if the resource still has this ETag' })) })
+
+/** The header of the POSTs that create or send (routes with `config.idempotent`). */
+export const IdempotencyKey = Type.Object({
+  'idempotency-key': Type.Optional(Type.String({
+    minLength: 1, maxLength: 255,
+    description: 'A key of your own (a UUID v4) that makes a retry safe: within 24 hours, the same key with the same request answers the first answer again (with `Idempotent-Replayed: true`) and does nothing twice; with another request, 422 IDEMPOTENCY_KEY_REUSED; while the first still runs, 409 IDEMPOTENCY_KEY_IN_USE'
+  }))
+})
 
 /** Request encodings of every write: the same fields as JSON, a urlencoded form or a multipart form. */
 export const FORM_TYPES = ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data']

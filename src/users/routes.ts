@@ -8,7 +8,7 @@ import { callerOf } from '../http/authenticate.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
-import { collection, FORM_TYPES, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from '../http/responses.js'
+import { collection, FORM_TYPES, IdempotencyKey, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from '../http/responses.js'
 import { presentUser } from './present.js'
 import type { NameFilter } from './repository.js'
 import type { UserChange } from './service.js'
@@ -95,12 +95,12 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
   const service = app.services.users
 
   app.post('/users', {
-    config: { auth: 'public' },
+    config: { auth: 'public', idempotent: true },
     schema: {
       operationId: 'createUser', tags, consumes: FORM_TYPES, summary: 'Create a user',
-      description: 'Open to anyone while SIGNUP_OPEN is true, else to admins. `role` and `status` may only be set by an admin.',
-      body: ref(NewUser),
-      response: { 201: ref(User), ...problems(400, 401, 409, 413, 415, 429) }
+      description: 'Open to anyone while SIGNUP_OPEN is true, else to admins. `role` and `status` may only be set by an admin. A verification mail is sent to the address.',
+      headers: IdempotencyKey, body: ref(NewUser),
+      response: { 201: ref(User), ...problems(400, 401, 409, 413, 415, 422, 429) }
     }
   }, async (request, reply) => {
     const row = await service.signUp(request.caller, request.body)

@@ -4,7 +4,7 @@ import { ref } from '../../schemas/ref.js'
 import { EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from '../../schemas/verification.js'
 import { presentEmail } from '../emails/present.js'
 import { withMultipart } from '../http/bodies.js'
-import { FORM_TYPES, NoContent, problems, tagged } from '../http/responses.js'
+import { FORM_TYPES, IdempotencyKey, NoContent, problems, tagged } from '../http/responses.js'
 
 const tags = ['auth']
 
@@ -28,12 +28,12 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   app.post('/auth/password-resets', {
-    config: { auth: 'public' },
+    config: { auth: 'public', idempotent: true },
     schema: {
       operationId: 'requestPasswordReset', tags, consumes: FORM_TYPES, summary: 'Ask for a password reset mail',
       description: 'Always 202 with the same body, after about the same time, whether or not the address belongs to anyone. A single-use token is mailed when the address is its user\'s primary or a verified one. 429 RATE_LIMITED when asked again for the same address within VERIFICATION_RESEND_SECONDS, or past MAIL_MAX_PER_CLIENT requests for mail from one client.',
-      body: ref(PasswordResetRequest),
-      response: { 202: ref(PasswordResetAccepted), ...problems(400, 413, 415) }
+      headers: IdempotencyKey, body: ref(PasswordResetRequest),
+      response: { 202: ref(PasswordResetAccepted), ...problems(400, 409, 413, 415, 422) }
     }
   }, async (request, reply) => {
     await service.requestReset(request.body.email, request.ip)

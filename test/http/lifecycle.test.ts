@@ -6,7 +6,9 @@ import { assertProblem, build, newUser, sharedDatabase } from '../helpers.js'
 // whether by an edit to the list or by a step installed some other way.
 
 t.test('the declared order of the steps, each in a phase no earlier than the one before', async (t) => {
-  t.same(LIFECYCLE.map((s) => s.step), ['authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize', 'conditional-get'])
+  t.same(LIFECYCLE.map((s) => s.step), [
+    'authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize', 'idempotency', 'conditional-get', 'idempotency-record'
+  ])
   const phases = LIFECYCLE.map((s) => PHASES.indexOf(s.phase))
   t.same(phases, [...phases].sort((a, b) => a - b), 'phases never go backwards')
 })
@@ -18,7 +20,8 @@ t.test('each route gets the steps it needs, in the declared order', async (t) =>
   t.same(plan('HEAD', '/users/:user_id'), ['authenticate', 'rate-limit', 'canonical-ids', 'authorize', 'conditional-get'], 'HEAD as its GET')
   t.same(plan('GET', '/users'), ['authenticate', 'rate-limit', 'canonical-ids', 'authorize', 'conditional-get'], 'the id filter is checked')
   t.same(plan('PUT', '/users/:user_id/name'), ['authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize'])
-  t.same(plan('POST', '/users'), ['authenticate', 'rate-limit', 'multipart'], 'a public write: no authorization')
+  t.same(plan('POST', '/users'), ['authenticate', 'rate-limit', 'multipart', 'idempotency', 'idempotency-record'], 'a public write that creates: no authorization, idempotency keys')
+  t.same(plan('POST', '/users/:user_id/emails'), ['authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize', 'idempotency', 'idempotency-record'])
   t.same(plan('DELETE', '/users/:user_id/emails/:email_id'), ['authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize'])
   t.same(plan('GET', '/health/live'), ['authenticate', 'conditional-get'], 'health checks are never rate limited')
   for (const p of app.routePlans) {

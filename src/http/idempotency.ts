@@ -1,0 +1,69 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { invalidField } from '../common/errors.js'
+import type { IdempotencyKeys } from '../idempotency/service.js'
+import type { RouteStep } from './lifecycle.js'
+
+/** A key as clients send them (a UUID, usually): printable ASCII without spaces, 1 to 255 characters. */
+const KEY = /^[\x21-\x7e]{1,255}$/
+
+/** Header names of the kept answer that a replay sends again. */
+const header = (reply: FastifyReply, name: string): string | null => {
+  const value = reply.getHeader(name)
+  return value === undefined ? null : String(value)
+}
+
+/**
+ * The idempotency step, for routes that declare `config.idempotent` (the POSTs that create or send): after
+ * authorization and validation, a request with an `Idempotency-Key` either takes the key and runs, or answers what
+ * the first request with that key answered (`Idempotent-Replayed: true`), or is refused (409 while the first runs,
+ * 422 for another request under the same key). Requests without the header run as ever.
+ */
+export function idempotencyStep(keys: IdempotencyKeys): RouteStep {
+  return (route) => {
+    if (!route.config?.idempotent) return undefined
+    return async (request: FastifyRequest, reply: FastifyReply) => {
+      const key = request.headers['idempotency-key']
+      if (key === undefined) return
+      if (typeof key !== 'string' || !KEY.test(key)) {
+        throw invalidField('/idempotency-key', 'header', 'must be 1 to 255 printable ASCII characters without spaces (a UUID, say)')
+      }
+      const keyHash = keys.keyHash(request.caller ? `u${request.caller.id}` : 'anonymous', key)
+      const outcome = await keys.begin(keyHash, keys.requestHash(request.method, request.url, request.body))
+      if (outcome.run) {
+        request.idempotencyKey = keyHash
+        return
+      }
+      const { answer } = outcome
+      reply.code(answer.status).header('idempotent-replayed', 'true')
+      if (answer.location) reply.header('location', answer.location)
+      if (answer.etag) reply.header('etag', answer.etag)
+      if (answer.contentType) reply.type(answer.contentType)
+      return reply.send(answer.body)
+    }
+  }
+}
+
+/** Keeps the answer of a request that took a key (onSend: the body as sent), before it goes out. */
+export function idempotencyRecordStep(keys: IdempotencyKeys): RouteStep {
+  return (route) => {
+    if (!route.config?.idempotent) return undefined
+    return async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+      const keyHash = request.idempotencyKey
+      if (!keyHash) return payload
+      request.idempotencyKey = null
+      try {
+        await keys.finish(keyHash, {
+          status: reply.statusCode,
+          contentType: header(reply, 'content-type'),
+          location: header(reply, 'location'),
+          etag: header(reply, 'etag'),
+          body: typeof payload === 'string' ? payload : payload == null ? '' : String(payload)
+        })
+      } catch (err) {
+        // The answer still goes out; a retry within the abandonment delay gets 409, after it runs again.
+        request.log.warn({ err }, 'idempotency: the answer could not be kept')
+      }
+      return payload
+    }
+  }
+}

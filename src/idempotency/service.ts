@@ -1,0 +1,91 @@
+import { createHash } from 'node:crypto'
+import { IdempotencyKeyInUse, IdempotencyKeyReused } from '../common/errors.js'
+import type { Db } from '../database/index.js'
+import { dropKey, findKey, keepAnswer, purgeExpiredKeys, takeKey, takeOver, type KeyRow } from './repository.js'
+
+export interface IdempotencyOptions {
+  /** How long an answer is kept for retries (24 hours). */
+  keepMs: number
+  /** A request still `running` after this long is taken to have died unanswered: its key may be taken over. */
+  abandonedAfterMs: number
+}
+
+export const IDEMPOTENCY_DEFAULTS: IdempotencyOptions = { keepMs: 86_400_000, abandonedAfterMs: 60_000 }
+
+/** The answer kept for a key. */
+export interface KeptAnswer {
+  status: number
+  contentType: string | null
+  location: string | null
+  etag: string | null
+  body: string
+}
+
+/** What a request with a key should do: run (and keep its answer), or answer again what its first run answered. */
+export type Outcome = { run: true } | { run: false; answer: KeptAnswer }
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
+
+/** Every value at every depth, keys sorted: two bodies that differ only in key order are the same request. */
+function canonical(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonical)
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]))
+  }
+  return value
+}
+
+/**
+ * Idempotency keys (IETF httpapi draft): a retry with the same key and the same request, from the same caller,
+ * within `keepMs`, answers the first answer again and does nothing twice. The same key with another request is
+ * IDEMPOTENCY_KEY_REUSED (422); while the first is still running, IDEMPOTENCY_KEY_IN_USE (409). Keys are rows of
+ * the database, so this holds across instances; answers of 5xx are not kept.
+ */
+export class IdempotencyKeys {
+  private readonly options: IdempotencyOptions
+
+  constructor(private readonly db: Db, options: Partial<IdempotencyOptions> = {}) {
+    this.options = { ...IDEMPOTENCY_DEFAULTS, ...options }
+  }
+
+  /** The stored form of a key: scoped to a caller (`u42`), or to nobody for anonymous requests. */
+  keyHash(scope: string, key: string): string {
+    return sha256(`${scope}\n${key}`)
+  }
+
+  requestHash(method: string, path: string, body: unknown): string {
+    return sha256(`${method} ${path}\n${JSON.stringify(canonical(body ?? null))}`)
+  }
+
+  async begin(keyHash: string, requestHash: string): Promise<Outcome> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const now = Date.now()
+      if (await takeKey(this.db, keyHash, requestHash, now, now + this.options.keepMs)) return { run: true }
+      const row = await findKey(this.db, keyHash)
+      if (!row) continue // freed meanwhile (a 5xx, or purged): try to take it again
+      if (row.expires_at <= now || this.abandoned(row, now)) {
+        if (row.expires_at > now && row.request_hash !== requestHash) throw new IdempotencyKeyReused()
+        if (await takeOver(this.db, row, requestHash, now, now + this.options.keepMs)) return { run: true }
+        continue
+      }
+      if (row.request_hash !== requestHash) throw new IdempotencyKeyReused()
+      if (row.state === 'running') throw new IdempotencyKeyInUse()
+      return { run: false, answer: { status: row.status!, contentType: row.content_type, location: row.location, etag: row.etag, body: row.body ?? '' } }
+    }
+    throw new IdempotencyKeyInUse()
+  }
+
+  /** The request answered: below 500 its answer is kept for retries; a 5xx frees the key, so a retry runs again. */
+  async finish(keyHash: string, answer: KeptAnswer): Promise<void> {
+    if (answer.status >= 500) await dropKey(this.db, keyHash)
+    else await keepAnswer(this.db, keyHash, answer)
+  }
+
+  purge(): Promise<void> {
+    return purgeExpiredKeys(this.db, Date.now())
+  }
+
+  private abandoned(row: KeyRow, now: number): boolean {
+    return row.state === 'running' && row.created_at + this.options.abandonedAfterMs <= now
+  }
+}

@@ -1,0 +1,116 @@
+import t from 'tap'
+import type { App } from '../../src/app.js'
+import { assertProblem, build, newUser } from '../helpers.js'
+
+const signUp = (app: App, key: string | undefined, email: string, extra: { remoteAddress?: string; name?: string } = {}) =>
+  app.inject({
+    method: 'POST', url: '/users', remoteAddress: extra.remoteAddress,
+    headers: key === undefined ? {} : { 'idempotency-key': key },
+    payload: { name: extra.name ?? 'Retry Safe', email, password: 'password-123' }
+  })
+
+const usersWith = async (app: App, email: string) =>
+  Number((await app.db.selectFrom('emails').select((eb) => eb.fn.countAll().as('n')).where('address_norm', '=', email).executeTakeFirstOrThrow()).n)
+
+const mailsTo = async (app: App, email: string) =>
+  Number((await app.db.selectFrom('mail_outbox').select((eb) => eb.fn.countAll().as('n')).where('recipient', '=', email).executeTakeFirstOrThrow()).n)
+
+t.test('a retry with the same key and body answers the first answer again and creates nothing more', async (t) => {
+  const app = await build(t)
+  const first = await signUp(app, 'b7c6a1e2-0000-4000-8000-000000000001', 'once@example.com')
+  t.equal(first.statusCode, 201)
+  t.notOk(first.headers['idempotent-replayed'])
+  const again = await signUp(app, 'b7c6a1e2-0000-4000-8000-000000000001', 'once@example.com', { remoteAddress: '10.1.1.1' })
+  t.equal(again.statusCode, 201, 'the same status')
+  t.equal(again.body, first.body, 'the same body')
+  t.equal(again.headers.location, first.headers.location, 'the same Location')
+  t.equal(again.headers.etag, first.headers.etag, 'the same ETag')
+  t.equal(again.headers['content-type'], first.headers['content-type'])
+  t.equal(again.headers['idempotent-replayed'], 'true')
+  t.equal(await usersWith(app, 'once@example.com'), 1, 'one user')
+  t.equal(await mailsTo(app, 'once@example.com'), 1, 'one verification mail')
+
+  const without = await signUp(app, undefined, 'once@example.com')
+  assertProblem(t, without, 409, 'EMAIL_TAKEN', 'without a key, a second sign-up is a second request')
+})
+
+t.test('the same key with another request is 422; a malformed key is 400', async (t) => {
+  const app = await build(t)
+  t.equal((await signUp(app, 'key-1', 'first@example.com')).statusCode, 201)
+  assertProblem(t, await signUp(app, 'key-1', 'second@example.com'), 422, 'IDEMPOTENCY_KEY_REUSED', 'another body')
+  assertProblem(t, await signUp(app, 'key-1', 'first@example.com', { name: 'Other Name' }), 422, 'IDEMPOTENCY_KEY_REUSED', 'another field')
+  t.equal(await usersWith(app, 'second@example.com'), 0, 'nothing created')
+  for (const bad of ['has space', 'x'.repeat(256), 'naïve']) {
+    assertProblem(t, await signUp(app, bad, 'bad@example.com'), 400, 'VALIDATION_FAILED', `key ${JSON.stringify(bad.slice(0, 12))}`)
+  }
+  t.equal(await usersWith(app, 'bad@example.com'), 0)
+})
+
+t.test('twenty requests at once with one key: one creation; the others replay it or are told it is running', async (t) => {
+  const app = await build(t)
+  const answers = await Promise.all(Array.from({ length: 20 }, () => signUp(app, 'burst-key', 'burst@example.com')))
+  const statuses = answers.map((r) => r.statusCode)
+  t.equal(await usersWith(app, 'burst@example.com'), 1, 'exactly one user created')
+  t.equal(await mailsTo(app, 'burst@example.com'), 1, 'exactly one mail')
+  t.ok(statuses.every((s) => s === 201 || s === 409), `201 or 409 only (${[...new Set(statuses)].join(', ')})`)
+  for (const res of answers.filter((r) => r.statusCode === 409)) t.equal(res.json().code, 'IDEMPOTENCY_KEY_IN_USE')
+  const created = answers.filter((r) => r.statusCode === 201)
+  t.ok(created.length >= 1)
+  t.ok(created.every((r) => r.body === created[0]!.body), 'every 201 is the same answer')
+  const later = await signUp(app, 'burst-key', 'burst@example.com')
+  t.equal(later.statusCode, 201, 'a retry once it has answered gets the answer')
+  t.equal(later.body, created[0]!.body)
+})
+
+t.test('4xx answers are kept; keys are the caller\'s own; anonymous keys are the key alone', async (t) => {
+  const app = await build(t, { env: { MAX_EMAILS_PER_USER: '1' } })
+  const alice = await newUser(app)
+  const bob = await newUser(app)
+  const add = (user: typeof alice, address: string) => app.inject({
+    method: 'POST', url: `/users/${user.id}/emails`, headers: { ...user.headers, 'idempotency-key': 'shared-key' }, payload: { address }
+  })
+  const refused = await add(alice, 'extra@example.com')
+  assertProblem(t, refused, 409, 'EMAIL_LIMIT')
+  const replayed = await add(alice, 'extra@example.com')
+  t.equal(replayed.statusCode, 409, 'the 409 is answered again')
+  t.equal(replayed.headers['idempotent-replayed'], 'true')
+  t.equal(replayed.headers['content-type'], 'application/problem+json; charset=utf-8')
+
+  const bobs = await add(bob, 'extra@example.com')
+  t.notOk(bobs.headers['idempotent-replayed'], 'the same key from another user is another key')
+
+  const anonymous = await signUp(app, 'anon-key', 'anon@example.com', { remoteAddress: '10.0.0.1' })
+  const fromElsewhere = await signUp(app, 'anon-key', 'anon@example.com', { remoteAddress: '10.0.0.2' })
+  t.equal(fromElsewhere.headers['idempotent-replayed'], 'true', 'an anonymous key is scoped by the key alone')
+  t.equal(fromElsewhere.body, anonymous.body)
+})
+
+t.test('a 5xx is not kept (a retry runs again); a key left running by a request that died is taken over', async (t) => {
+  let failures = 1
+  let runs = 0
+  const app = await build(t, {
+    extend: (app) => {
+      app.post('/test/flaky', { config: { auth: 'public', idempotent: true } }, async (_request, reply) => {
+        runs++
+        if (failures-- > 0) throw new Error('boom')
+        return reply.code(201).send({ runs })
+      })
+    }
+  })
+  const post = () => app.inject({ method: 'POST', url: '/test/flaky', headers: { 'idempotency-key': 'flaky' }, payload: { a: 1 } })
+  t.equal((await post()).statusCode, 500)
+  const second = await post()
+  t.equal(second.statusCode, 201, 'the retry ran again')
+  t.equal((await post()).body, second.body, 'and its answer is kept')
+  t.equal(runs, 2)
+
+  await app.db.updateTable('idempotency_keys').set({ state: 'running', created_at: Date.now() - 61_000 }).execute()
+  const takeover = await post()
+  t.equal(takeover.statusCode, 201, 'an abandoned key runs again')
+  t.equal(runs, 3)
+
+  await app.db.updateTable('idempotency_keys').set({ expires_at: Date.now() - 1 }).execute()
+  const expired = await app.inject({ method: 'POST', url: '/test/flaky', headers: { 'idempotency-key': 'flaky' }, payload: { a: 2 } })
+  t.equal(expired.statusCode, 201, 'an expired key is free for any request')
+  t.equal(runs, 4)
+})
