@@ -32,6 +32,7 @@ export const Config = Type.Object(
     SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://[^\\s]+$', description: 'smtp://user:pass@host:587 or smtps://…; unset: mail is written to the log' })),
     MAIL_FROM: Type.String({ default: 'Roster <no-reply@roster.invalid>', minLength: 3, maxLength: 320, pattern: '@', description: 'Sender of every mail' }),
     APP_LINK_TEMPLATE: Type.Optional(Type.String({ pattern: '\\{token\\}', maxLength: 1000, description: 'A link put in mail, {token} replaced by the token (e.g. https://app.example.com/verify?token={token})' })),
+    CORS_ORIGINS: Type.Optional(Type.String({ minLength: 1, description: 'Comma-separated origins allowed by CORS (https://console.example.com), or *; unset: CORS is off' })),
     FORBIDDEN_STATUS: Int(401, 403, 401, 'Status of an authenticated caller\'s refusal: 401 (the seed\'s) or 403; the code is FORBIDDEN either way'),
     LOG_LEVEL: Type.Union(
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),

@@ -16,6 +16,7 @@ import healthRoutes from './health/routes.js'
 import { authenticateStep, authorizeStep } from './http/authenticate.js'
 import { installBodies, multipartStep } from './http/bodies.js'
 import { conditionalGetStep } from './http/conditional.js'
+import { installCors } from './http/cors.js'
 import { CursorCodec } from './http/cursor.js'
 import { canonicalIdsStep } from './http/ids.js'
 import { idempotencyRecordStep, idempotencyStep } from './http/idempotency.js'
@@ -237,6 +238,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
     sessions: new SessionsService(db)
   })
 
+  await installCors(app, config.CORS_ORIGINS)
   // Every route registered from here on gets its steps, in the one order src/http/lifecycle.ts declares.
   const limiter = rateLimiter({ counter: counters.requests, max: config.RATE_LIMIT_MAX, windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS })
   const idempotencyKeys = new IdempotencyKeys(db)

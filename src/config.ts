@@ -26,6 +26,11 @@ function isProxyEntry(entry: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128)
 }
 
+/** An origin as browsers send it: scheme, host and optional port, nothing else; or `*` for any. */
+function isOrigin(entry: string): boolean {
+  return entry === '*' || /^https?:\/\/[^\s/?#:]+(:\d{1,5})?$/.test(entry)
+}
+
 function describe(schema: Record<string, unknown>): string {
   if (schema.type === 'boolean') return 'true or false (also 1/0, yes/no, on/off)'
   if (schema.type === 'integer') return `an integer from ${schema.minimum} to ${schema.maximum}`
@@ -57,6 +62,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   if (typeof withDefaults.TRUST_PROXY === 'string' && !withDefaults.TRUST_PROXY.split(',').every((e) => isProxyEntry(e.trim()))) {
     problems.push(`TRUST_PROXY must be a comma-separated list of addresses, CIDR ranges, loopback, linklocal or uniquelocal (got ${JSON.stringify(env.TRUST_PROXY)})`)
+  }
+  if (typeof withDefaults.CORS_ORIGINS === 'string' && !withDefaults.CORS_ORIGINS.split(',').every((o) => isOrigin(o.trim()))) {
+    problems.push(`CORS_ORIGINS must be * or a comma-separated list of origins such as https://app.example.com (got ${JSON.stringify(env.CORS_ORIGINS)})`)
   }
   if (withDefaults.FORBIDDEN_STATUS === 402) problems.push(`FORBIDDEN_STATUS must be 401 or 403 (got ${JSON.stringify(env.FORBIDDEN_STATUS)})`)
   if (withDefaults.ADMIN_EMAIL !== undefined && withDefaults.ADMIN_PASSWORD === undefined) {

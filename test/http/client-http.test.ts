@@ -78,3 +78,33 @@ t.test('answers carry RateLimit-Policy and RateLimit, and the remaining count fa
   const anonymous = await app.inject({ url: '/users' })
   t.match(anonymous.headers.ratelimit, /^"default";r=\d+;t=\d+$/, 'a refusal at authentication carries them too')
 })
+
+t.test('CORS is off by default; CORS_ORIGINS turns it on for those origins, preflight included', async (t) => {
+  const off = await build(t)
+  const plain = await off.inject({ url: '/health/live', headers: { origin: 'https://console.example.com' } })
+  t.notOk(plain.headers['access-control-allow-origin'], 'no CORS headers by default')
+
+  const app = await build(t, { env: { CORS_ORIGINS: 'https://console.example.com, http://localhost:5173' } })
+  const user = await newUser(app)
+  const preflight = await app.inject({
+    method: 'OPTIONS', url: `/users/${user.id}/name`,
+    headers: { origin: 'https://console.example.com', 'access-control-request-method': 'PUT', 'access-control-request-headers': 'authorization, content-type, if-match' }
+  })
+  t.equal(preflight.statusCode, 204, 'preflight')
+  t.equal(preflight.headers['access-control-allow-origin'], 'https://console.example.com')
+  t.match(preflight.headers['access-control-allow-methods'], /PUT/)
+  t.match(String(preflight.headers['access-control-allow-headers']).toLowerCase(), /authorization.*content-type.*if-match.*idempotency-key/)
+
+  const read = await app.inject({ url: `/users/${user.id}`, headers: { ...user.headers, origin: 'http://localhost:5173' } })
+  t.equal(read.statusCode, 200)
+  t.equal(read.headers['access-control-allow-origin'], 'http://localhost:5173')
+  const exposed = String(read.headers['access-control-expose-headers'])
+  for (const name of ['ETag', 'Location', 'Link', 'Retry-After', 'RateLimit', 'RateLimit-Policy']) t.match(exposed, name, `${name} exposed`)
+
+  const stranger = await app.inject({ url: `/users/${user.id}`, headers: { ...user.headers, origin: 'https://evil.example' } })
+  t.notOk(stranger.headers['access-control-allow-origin'], 'another origin gets no CORS headers')
+  const plainOptions = await app.inject({ method: 'OPTIONS', url: `/users/${user.id}` })
+  t.equal(plainOptions.statusCode, 204, 'an OPTIONS without an origin is still answered')
+  t.equal(plainOptions.headers.allow, 'GET, HEAD, DELETE, OPTIONS')
+  t.throws(() => loadConfig({ CORS_ORIGINS: 'console.example.com' }), /CORS_ORIGINS must be/)
+})
