@@ -12,7 +12,7 @@ export const Email = Type.Object(
     verified_at: Type.Union([Timestamp, Type.Null()], { description: 'When it was verified; null while unverified' }),
     created_at: Timestamp
   },
-  { $id: 'Email', additionalProperties: false }
+  { $id: 'Email', description: 'An e-mail address of a user; responses may gain fields: clients must ignore the ones they do not know', examples: [{"id": 7, "href": "/users/42/emails/7", "address": "ada@example.com", "primary": true, "verified": true, "verified_at": "2026-11-21T10:00:00.000Z", "created_at": "2026-11-21T10:00:00.000Z"}] }
 )
 export type Email = Static<typeof Email>
 
@@ -22,11 +22,11 @@ export const EmailCollection = Type.Object(
     items: Type.Array(ref(Email)),
     next: Type.Union([Type.String(), Type.Null()])
   },
-  { $id: 'EmailCollection', additionalProperties: false }
+  { $id: 'EmailCollection', description: 'A page of addresses', examples: [{"href": "/users/42/emails?limit=50", "items": [{"id": 7, "href": "/users/42/emails/7", "address": "ada@example.com", "primary": true, "verified": true, "verified_at": "2026-11-21T10:00:00.000Z", "created_at": "2026-11-21T10:00:00.000Z"}], "next": null}] }
 )
 export type EmailCollection = Static<typeof EmailCollection>
 
-export const NewEmail = Type.Object({ address: Address }, { $id: 'NewEmail', additionalProperties: false })
+export const NewEmail = Type.Object({ address: Address }, { $id: 'NewEmail', additionalProperties: false, examples: [{ address: 'ada@example.org' }] })
 export type NewEmail = Static<typeof NewEmail>
 
 /** A change to one address: its text, whether it is the primary (only a verified address may become it), or both. */
@@ -35,7 +35,7 @@ export const EmailChange = Type.Object(
     address: Type.Optional(Address),
     primary: Type.Optional(Type.Boolean({ description: '`true` makes this address primary (it must be verified); the former primary stays as a secondary address' }))
   },
-  { $id: 'EmailChange', additionalProperties: false, minProperties: 1 }
+  { $id: 'EmailChange', additionalProperties: false, minProperties: 1, examples: [{ primary: true }, { address: 'ada@example.org' }] }
 )
 export type EmailChange = Static<typeof EmailChange>
 
@@ -45,6 +45,6 @@ export const VerificationSent = Type.Object(
     sent_to: Type.String({ description: 'The address the mail was written to' }),
     expires_at: Timestamp
   },
-  { $id: 'VerificationSent', additionalProperties: false }
+  { $id: 'VerificationSent', examples: [{"sent_to": "ada@example.com", "expires_at": "2026-11-22T10:00:00.000Z"}] }
 )
 export type VerificationSent = Static<typeof VerificationSent>

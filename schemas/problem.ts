@@ -16,10 +16,13 @@ const ERROR_CODES = [
 export const ErrorCode = stringEnum(ERROR_CODES, { $id: 'ErrorCode', description: 'Machine-readable error code' })
 export type ErrorCode = Static<typeof ErrorCode>
 
+/** Which part of the request a field error is in: a named enum, so generators make a type of it, not an inline one. */
+export const FieldLocation = stringEnum(['body', 'query', 'path', 'header'] as const, { $id: 'FieldLocation', description: 'The part of the request' })
+
 export const FieldError = Type.Object(
   {
     path: Type.String({ description: 'JSON pointer to the offending value within `in`' }),
-    in: Type.Optional(stringEnum(['body', 'query', 'path', 'header'])),
+    in: Type.Optional(Type.Unsafe<Static<typeof FieldLocation>>({ $ref: 'FieldLocation' })),
     message: Type.String()
   },
   { $id: 'FieldError' }
@@ -36,6 +39,9 @@ export const Problem = Type.Object(
     detail: Type.Optional(Type.String()),
     errors: Type.Optional(Type.Array(Type.Unsafe<FieldError>({ $ref: 'FieldError' })))
   },
-  { $id: 'Problem', description: 'RFC 9457 problem details' }
+  {
+    $id: 'Problem', description: 'RFC 9457 problem details; switch on `code`',
+    examples: [{ type: 'about:blank', title: 'Not Found', status: 404, code: 'USER_NOT_FOUND', detail: 'No user has id 42' }]
+  }
 )
 export type Problem = Static<typeof Problem>

@@ -14,7 +14,7 @@ export const TokenRequest = Type.Object(
     password: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'With `password`' })),
     refresh_token: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'With `refresh_token`: the last one issued for the session' }))
   },
-  { $id: 'TokenRequest', additionalProperties: false }
+  { $id: 'TokenRequest', additionalProperties: false, examples: [{ grant_type: 'password', email: 'ada@example.com', password: 'correct-horse-battery' }, { grant_type: 'refresh_token', refresh_token: 'hV3pQ9xR2mT7wK4nB8cD1fG6jL0sA5eY_uI-oZ2vX3w' }] }
 )
 export type TokenRequest = Static<typeof TokenRequest>
 
@@ -29,6 +29,6 @@ export const Token = Type.Object(
     session: ref(Session),
     user: ref(User)
   },
-  { $id: 'Token', additionalProperties: false }
+  { $id: 'Token', description: 'A session started or continued: an access token, a single-use refresh token', examples: [{"token": "q3Jd8…", "token_type": "Bearer", "expires_in": 900, "expires_at": "2026-11-21T10:15:00.000Z", "refresh_token": "Zx81k…", "refresh_expires_at": "2026-12-21T10:00:00.000Z", "session": {"id": 9, "href": "/users/42/sessions/9", "created_at": "2026-11-21T10:00:00.000Z", "last_used_at": "2026-11-21T10:00:00.000Z", "expires_at": "2026-12-21T10:00:00.000Z", "client": "RosterApp/3.2 (iOS 19)", "current": true}, "user": {"id": 42, "href": "/users/42", "name": "Ada Lovelace", "email": "ada@example.com", "status": "ACTIVE", "role": "user", "created_at": "2026-11-21T10:00:00.000Z", "updated_at": "2026-11-21T10:00:00.000Z"}}] }
 )
 export type Token = Static<typeof Token>

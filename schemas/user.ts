@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox'
-import { Address, Href, Id, Name, Password, Timestamp } from './common.js'
+import { Address, Cursor, Href, Id, Limit, Name, Password, Timestamp } from './common.js'
 import { ref, stringEnum } from './ref.js'
 
 /** The value lists of a user's status and role: the only place they are written (db/types.ts derives from these). */
@@ -23,7 +23,7 @@ export const User = Type.Object(
     created_at: Timestamp,
     updated_at: Timestamp
   },
-  { $id: 'User', additionalProperties: false }
+  { $id: 'User', description: 'A user; responses may gain fields: clients must ignore the ones they do not know', examples: [{"id": 42, "href": "/users/42", "name": "Ada Lovelace", "email": "ada@example.com", "status": "ACTIVE", "role": "user", "created_at": "2026-11-21T10:00:00.000Z", "updated_at": "2026-11-21T10:00:00.000Z"}] }
 )
 export type User = Static<typeof User>
 
@@ -33,7 +33,7 @@ export const UserCollection = Type.Object(
     items: Type.Array(ref(User)),
     next: Type.Union([Type.String(), Type.Null()], { description: 'Link to the next page, null on the last' })
   },
-  { $id: 'UserCollection', additionalProperties: false }
+  { $id: 'UserCollection', description: 'A page of users; `next` is null on the last page', examples: [{"href": "/users?limit=50", "items": [{"id": 42, "href": "/users/42", "name": "Ada Lovelace", "email": "ada@example.com", "status": "ACTIVE", "role": "user", "created_at": "2026-11-21T10:00:00.000Z", "updated_at": "2026-11-21T10:00:00.000Z"}], "next": null}] }
 )
 export type UserCollection = Static<typeof UserCollection>
 
@@ -45,7 +45,7 @@ export const NewUser = Type.Object(
     role: Type.Optional(ref(UserRole)),
     status: Type.Optional(ref(UserStatus))
   },
-  { $id: 'NewUser', additionalProperties: false }
+  { $id: 'NewUser', additionalProperties: false, examples: [{ name: 'Ada Lovelace', email: 'ada@example.com', password: 'correct-horse-battery' }] }
 )
 export type NewUser = Static<typeof NewUser>
 
@@ -57,8 +57,8 @@ export const UserQuery = Type.Object(
     email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 202, description: '`ada`, `ada*`, `*ada` or `*ada*`, case-insensitive' })),
     status: Type.Optional(ref(UserStatus)),
-    limit: Type.Integer({ minimum: 1, maximum: 200, default: 50 }),
-    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 200 }))
+    limit: Limit,
+    cursor: Cursor
   },
   { additionalProperties: false }
 )

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
-import { Address, EmailParams, PageQuery, UserParams } from '../../schemas/common.js'
+import { Address, EmailParams, PAGE_SIZE, PageQuery, UserParams } from '../../schemas/common.js'
 import { Email, EmailChange, EmailCollection, NewEmail, VerificationSent } from '../../schemas/email.js'
 import { ref } from '../../schemas/ref.js'
 import { isoTimestamp } from '../common/timestamps.js'
@@ -35,7 +35,7 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const userId = request.params.user_id
-    const { limit, cursor } = request.query
+    const { limit = PAGE_SIZE, cursor } = request.query
     const scope = `emails:${userId}`
     const after = cursor === undefined ? 0 : app.cursors.decode(cursor, scope)
     const rows = await service.list(userId, after, limit)

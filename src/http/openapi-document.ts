@@ -20,6 +20,29 @@ const HEADERS: Obj = {
 
 const header = (name: string) => ({ $ref: `#/components/headers/${name}` })
 
+/** Resources answered with their version's ETag (and, when created, their Location) by every write. */
+const VERSIONED = new Set(['#/components/schemas/User', '#/components/schemas/Email'])
+
+/** Header parameters as HTTP writes them (route schemas must name them in lower case). */
+const HEADER_NAMES: Record<string, string> = { 'if-match': 'If-Match', 'idempotency-key': 'Idempotency-Key' }
+
+/** The example body of each error status: what a client most often meets there. */
+const EXAMPLES: Record<number, [string, string, string]> = {
+  400: ['Bad Request', 'VALIDATION_FAILED', 'body /email must match format "email"'],
+  401: ['Unauthorized', 'UNAUTHENTICATED', 'A valid bearer token is required'],
+  403: ['Forbidden', 'FORBIDDEN', 'The caller may not access this resource'],
+  404: ['Not Found', 'USER_NOT_FOUND', 'No user has id 42'],
+  409: ['Conflict', 'EMAIL_TAKEN', 'The address ada@example.com belongs to a user already'],
+  412: ['Precondition Failed', 'PRECONDITION_FAILED', 'If-Match does not name the current version of the resource'],
+  413: ['Payload Too Large', 'PAYLOAD_TOO_LARGE', 'The request body is too large'],
+  415: ['Unsupported Media Type', 'UNSUPPORTED_MEDIA_TYPE', 'Send JSON, a urlencoded form or multipart/form-data'],
+  422: ['Unprocessable Entity', 'IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used with another request: use a new key for a new request'],
+  429: ['Too Many Requests', 'RATE_LIMITED', 'Too many requests: at most 1200 per 60 s'],
+  500: ['Internal Server Error', 'INTERNAL', 'An unexpected error occurred'],
+  503: ['Service Unavailable', 'UNAVAILABLE', 'The service is temporarily unavailable']
+}
+const PROBLEM = { $ref: '#/components/schemas/Problem' }
+
 const METHODS = ['get', 'put', 'post', 'delete', 'patch']
 
 const SUCCESS: Record<string, string> = { 200: 'OK', 201: 'Created', 204: 'No content' }
@@ -42,12 +65,20 @@ export function completeDocument(doc: Obj, options: DocumentOptions = { forbidde
         responses['403'] = { ...responses['401'], description: 'Authenticated but not allowed (FORBIDDEN and route-specific codes)' }
       }
       const limited = Boolean(responses['429'])
+      // Anything may fail unexpectedly: INTERNAL, with no detail of why.
+      responses['500'] ??= { description: 'Unexpected error (INTERNAL): nothing of its cause is told', content: { 'application/problem+json': { schema: PROBLEM } } }
       for (const [status, response] of Object.entries<Obj>(responses)) {
         if (response.description === 'Default Response' && SUCCESS[status]) response.description = SUCCESS[status]
         const headers: Obj = { ...(response.headers ?? {}) }
         const code = Number(status)
-        if (code === 200 || code === 201) headers.ETag = header('ETag')
-        if (code === 201) headers.Location = header('Location')
+        const ref: string = response.content?.['application/json']?.schema?.$ref ?? ''
+        if ((code === 200 && method === 'get') || ((code === 200 || code === 201) && VERSIONED.has(ref))) headers.ETag = header('ETag')
+        if (code === 201 && VERSIONED.has(ref)) headers.Location = header('Location')
+        const problem = response.content?.['application/problem+json']
+        const example = EXAMPLES[code]
+        if (problem && example) {
+          problem.example = { type: 'about:blank', title: example[0], status: code, code: example[1], detail: example[2] }
+        }
         if (code === 200 && method === 'get' && /Collection$/.test(response.content?.['application/json']?.schema?.$ref ?? '')) {
           headers.Link = header('Link')
         }
@@ -58,6 +89,14 @@ export function completeDocument(doc: Obj, options: DocumentOptions = { forbidde
         }
         if (code === 429 || code === 503) headers['Retry-After'] = header('RetryAfter')
         if (Object.keys(headers).length) response.headers = headers
+      }
+      for (const parameter of op.parameters ?? []) {
+        if (parameter.in === 'header' && HEADER_NAMES[parameter.name]) parameter.name = HEADER_NAMES[parameter.name]
+      }
+      if (method === 'get' && /Collection$/.test(responses['200']?.content?.['application/json']?.schema?.$ref ?? '')) {
+        // Machine-readable paging, for generators that build iterators: the page size and cursor parameters, and
+        // where the items and the next page's link are in the answer.
+        op['x-pagination'] = { style: 'cursor', limitParam: 'limit', cursorParam: 'cursor', itemsField: 'items', nextField: 'next', nextHeader: 'Link' }
       }
       if (method === 'get' && responses['200']) {
         responses['304'] = { description: 'Not modified: If-None-Match names the current ETag', headers: { ETag: header('ETag') } }

@@ -3,6 +3,7 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import { sharedSchemas } from '../../schemas/index.js'
 import { completeDocument } from './openapi-document.js'
+import { GUIDE, serviceVersion } from './openapi-guide.js'
 
 export const DOCS_PREFIX = '/docs'
 
@@ -18,16 +19,22 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
       openapi: '3.1.0',
       info: {
         title: 'Roster',
-        version: '1.0.0',
-        description: 'Users and their e-mail addresses. Errors are RFC 9457 problem+json with a machine-readable `code`.'
+        version: serviceVersion(),
+        description: GUIDE,
+        // The service's own documentation page is where its users find it; the licence is package.json's.
+        contact: { name: 'Roster API documentation', url: `${app.config.PUBLIC_URL ?? `http://localhost:${app.config.PORT}`}${DOCS_PREFIX}` },
+        license: { name: 'UNLICENSED: proprietary, all rights reserved' }
       },
-      servers: app.config.PUBLIC_URL ? [{ url: app.config.PUBLIC_URL }] : [],
+      // PUBLIC_URL names the service as its clients reach it; without it, a local instance as `npm start` serves it.
+      servers: [app.config.PUBLIC_URL
+        ? { url: app.config.PUBLIC_URL }
+        : { url: `http://localhost:${app.config.PORT}`, description: 'A local instance (set PUBLIC_URL to name the public address)' }],
       components: {
         securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Token from POST /auth/tokens' } }
       },
       security: [{ bearer: [] }],
       tags: [
-        { name: 'auth', description: 'Bearer tokens' },
+        { name: 'auth', description: 'Sessions and tokens, address verification, password recovery' },
         { name: 'users', description: 'Users, their filters and key paths' },
         { name: 'emails', description: 'E-mail addresses of a user' },
         { name: 'sessions', description: 'The sessions of a user: list them, end one, end all' },
@@ -50,7 +57,7 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`)
     }
   })
-  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX })
+  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, theme: { title: `Roster ${serviceVersion()}: API documentation` } })
 
   app.get('/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () => app.swagger())
 }

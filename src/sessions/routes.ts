@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Id, PageQuery, UserParams } from '../../schemas/common.js'
+import { Id, PAGE_SIZE, PageQuery, UserParams } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import { SessionCollection } from '../../schemas/session.js'
 import { callerOf } from '../http/authenticate.js'
@@ -27,7 +27,7 @@ const sessions: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const userId = request.params.user_id
-    const { limit, cursor } = request.query
+    const { limit = PAGE_SIZE, cursor } = request.query
     const scope = `sessions:${userId}`
     const after = cursor === undefined ? 0 : app.cursors.decode(cursor, scope)
     const current = callerOf(request).session_id

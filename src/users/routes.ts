@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Name, Password, UserParams } from '../../schemas/common.js'
+import { Name, PAGE_SIZE, Password, UserParams } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import { EmailParam, NewUser, User, UserCollection, UserQuery, UserRole, UserStatus } from '../../schemas/user.js'
 import { InvalidInput } from '../common/errors.js'
@@ -52,10 +52,11 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     if (q.email !== undefined) params.push(['email', q.email])
     if (q.name !== undefined) params.push(['name', q.name])
     if (q.status !== undefined) params.push(['status', q.status])
-    params.push(['limit', String(q.limit)])
+    const limit = q.limit ?? PAGE_SIZE
+    params.push(['limit', String(limit)])
     return collection(reply, {
-      base, path: '/users', params, limit: q.limit, cursor: q.cursor,
-      rows: await service.list(caller, filters, after, q.limit),
+      base, path: '/users', params, limit, cursor: q.cursor,
+      rows: await service.list(caller, filters, after, limit),
       nextCursor: (id) => app.cursors.encode(id, scope),
       present: (row) => presentUser(row, base)
     })

@@ -33,7 +33,7 @@ export async function flow(baseUrl: string): Promise<FlowResult> {
   const me = await client.GET('/users/{user_id}', { params: { path: { user_id: created.id } } })
   if (!me.data) throw new Error('read self failed')
 
-  const listed = await client.GET('/users', { params: { query: { name: 'sdk*', limit: 10 } } })
+  const listed = await client.GET('/users', { params: { query: { name: 'sdk*' } } })
   if (!listed.data) throw new Error('list failed')
 
   const added = await client.POST('/users/{user_id}/emails', {

@@ -58,10 +58,22 @@ t.test('the served document', async (t) => {
       t.ok(op.summary, `${name}: summary`)
       for (const [status, response] of Object.entries<Obj>(op.responses)) {
         if (Number(status) >= 400) {
-          t.same(response.content, { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } }, `${name} ${status}: Problem`)
+          t.same(Object.keys(response.content), ['application/problem+json'], `${name} ${status}: problem+json`)
+          const problem = response.content['application/problem+json']
+          t.same(problem.schema, { $ref: '#/components/schemas/Problem' }, `${name} ${status}: Problem`)
+          t.equal(problem.example?.status, Number(status), `${name} ${status}: an example of that status`)
         }
       }
       t.ok(op.responses['503'], `${name}: 503 documented`)
+      t.ok(op.responses['500'], `${name}: 500 documented`)
+      for (const p of op.parameters ?? []) {
+        if (p.in === 'header') t.match(p.name, /^[A-Z][a-z]*(-[A-Z][a-z]*)*$/, `${name}: header ${p.name} written as HTTP writes it`)
+        if (p.in === 'query' && p.name === 'limit') t.notOk(p.required, `${name}: limit has a default, so it is optional`)
+        if (p.in === 'path' && p.name.endsWith('_id')) t.equal(p.schema.format, 'int64', `${name}: ${p.name} is int64`)
+      }
+      if (/Collection$/.test(op.responses['200']?.content?.['application/json']?.schema?.$ref ?? '')) {
+        t.match(op['x-pagination'], { cursorParam: 'cursor', limitParam: 'limit', nextField: 'next', itemsField: 'items' }, `${name}: machine-readable paging`)
+      }
       if (path.includes('{user_id}')) {
         t.ok(op.parameters.some((p: Obj) => p.in === 'path' && p.name === 'user_id' && p.schema.type === 'integer'), `${name}: user_id`)
       }
@@ -74,6 +86,22 @@ t.test('the served document', async (t) => {
       }
     }
     t.same(doc.security, [{ bearer: [] }])
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'))
+    t.equal(doc.info.version, pkg.version, 'the version is the service\'s')
+    t.ok(doc.info.license?.name, 'a licence')
+    t.ok(doc.info.contact?.url, 'a contact')
+    t.match(doc.info.description, /## Versioning/, 'the versioning policy')
+    t.ok(doc.servers.length > 0 && doc.servers.every((s: Obj) => /^https?:\/\//.test(s.url)), 'servers name an absolute URL')
+    for (const name of ['User', 'Email', 'UserCollection', 'EmailCollection', 'Session', 'SessionCollection', 'Token']) {
+      t.not(doc.components.schemas[name].additionalProperties, false, `${name}: open to fields added later`)
+      t.ok(doc.components.schemas[name].examples?.length, `${name}: an example`)
+    }
+    t.equal(doc.components.schemas.NewUser.additionalProperties, false, 'request bodies stay closed')
+    t.notOk(doc.components.schemas.NewUser.examples[0].role, 'the sign-up example sends no admin-only field')
+    t.same(doc.components.schemas.FieldError.properties.in, { $ref: '#/components/schemas/FieldLocation' }, 'a named enum, not an inline one')
+    const token = doc.paths['/auth/tokens'].post.responses['201']
+    t.notOk(token.headers?.ETag, 'a token answer has no ETag')
+    t.notOk(token.headers?.Location, 'nor a Location')
     t.equal(doc.components.securitySchemes.bearer.scheme, 'bearer')
   })
 
