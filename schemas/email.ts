@@ -26,6 +26,10 @@ export const EmailCollection = Type.Object(
 )
 export type EmailCollection = Static<typeof EmailCollection>
 
+/** The body of the primary address's key path (`/users/{user_id}/email`). */
+export const PrimaryEmailValue = Type.Object({ email: Address }, { $id: 'PrimaryEmailValue', additionalProperties: false, examples: [{ email: 'ada@example.org' }] })
+export type PrimaryEmailValue = Static<typeof PrimaryEmailValue>
+
 export const NewEmail = Type.Object({ address: Address }, { $id: 'NewEmail', additionalProperties: false, examples: [{ address: 'ada@example.org' }] })
 export type NewEmail = Static<typeof NewEmail>
 

@@ -1,15 +1,15 @@
 import { Session, SessionCollection } from './session.js'
 import { Token, TokenRequest } from './token.js'
-import { Email, EmailChange, EmailCollection, NewEmail, VerificationSent } from './email.js'
+import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from './email.js'
 import { EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from './verification.js'
 import { ErrorCode, FieldError, FieldLocation, Problem } from './problem.js'
-import { NewUser, User, UserCollection, UserRole, UserStatus } from './user.js'
+import { NameValue, NewUser, PasswordChange, RoleValue, StatusValue, User, UserCollection, UserRole, UserStatus } from './user.js'
 
 /** Every shared schema, registered once with `app.addSchema` and named by its `$id` in the OpenAPI components. */
 export const sharedSchemas = [
   ErrorCode, FieldLocation, FieldError, Problem,
-  UserStatus, UserRole, User, UserCollection, NewUser,
-  Email, EmailCollection, NewEmail, EmailChange, VerificationSent,
+  UserStatus, UserRole, User, UserCollection, NewUser, NameValue, StatusValue, RoleValue, PasswordChange,
+  Email, EmailCollection, NewEmail, EmailChange, PrimaryEmailValue, VerificationSent,
   EmailVerification, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm,
   Session, SessionCollection, TokenRequest, Token
 ]

@@ -49,6 +49,22 @@ export const NewUser = Type.Object(
 )
 export type NewUser = Static<typeof NewUser>
 
+/**
+ * The bodies of the user's key paths: an object holding the one field the path ends in. Each is a named component,
+ * so that SDK generators make one method with one body type; the bare-value encodings each key path also takes
+ * are described in the operation (see src/http/key-path.ts).
+ */
+export const NameValue = Type.Object({ name: Name }, { $id: 'NameValue', additionalProperties: false, examples: [{ name: 'Ada King' }] })
+export const StatusValue = Type.Object({ status: ref(UserStatus) }, { $id: 'StatusValue', additionalProperties: false, examples: [{ status: 'BANNED' }] })
+export const RoleValue = Type.Object({ role: ref(UserRole) }, { $id: 'RoleValue', additionalProperties: false, examples: [{ role: 'admin' }] })
+export const PasswordChange = Type.Object(
+  {
+    password: Password,
+    current_password: Type.Optional(Type.String({ maxLength: 256, description: 'Required when users change their own password' }))
+  },
+  { $id: 'PasswordChange', additionalProperties: false, examples: [{ password: 'a-new-long-password', current_password: 'correct-horse-battery' }] }
+)
+
 export const MAX_ID_FILTER = 100
 
 export const UserQuery = Type.Object(

@@ -1,14 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
-import { Address, EmailParams, PAGE_SIZE, PageQuery, UserParams } from '../../schemas/common.js'
-import { Email, EmailChange, EmailCollection, NewEmail, VerificationSent } from '../../schemas/email.js'
+import { EmailParams, PAGE_SIZE, PageQuery, UserParams } from '../../schemas/common.js'
+import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from '../../schemas/email.js'
 import { ref } from '../../schemas/ref.js'
 import { isoTimestamp } from '../common/timestamps.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
-import { acceptRawBodies, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
-import { collection, FORM_TYPES, IdempotencyKey, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from '../http/responses.js'
+import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
+import { collection, FORM_TYPES, IdempotencyKey, IfMatch, NoContent, problems, tagged } from '../http/responses.js'
 import { emailPath, presentEmail } from './present.js'
 
 const tags = ['emails']
@@ -152,12 +152,16 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
   await app.register(primaryKeyPath)
 }
 
-/** PUT or POST a value at /users/{user_id}/email: replaces the primary address in place, or creates it. */
+/**
+ * PUT or POST a value at /users/{user_id}/email: replaces the primary address in place, or creates it. POST does
+ * what PUT does (the contract serves both); the document describes PUT and mentions POST, so that generated SDKs get
+ * one method.
+ */
 const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
   const service = app.services.emails
   await acceptRawBodies(app)
-  const body = keyPathBody('email', Address)
+  const body = keyPathBody('email')
   for (const method of ['PUT', 'POST'] as const) {
     app.route({
       method,
@@ -166,10 +170,11 @@ const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
       bodyLimit: KEY_PATH_BODY_LIMIT,
       preValidation: body.preValidation,
       schema: {
-        operationId: method === 'PUT' ? 'setUserPrimaryEmail' : 'postUserPrimaryEmail', tags, consumes: KEY_PATH_TYPES,
+        hide: method === 'POST',
+        operationId: method === 'PUT' ? 'setUserPrimaryEmail' : 'postUserPrimaryEmail', tags, consumes: FORM_TYPES,
         summary: 'Place the primary address of a user',
-        description: 'Replaces the primary address in place (same id), or creates it (201) when the user has none. A new address is unverified and mailed a verification token.',
-        params: UserParams, headers: method === 'POST' ? Type.Composite([IfMatch, IdempotencyKey]) : IfMatch, body: body.schema,
+        description: `Replaces the primary address in place (same id), or creates it (201) when the user has none. A new address is unverified and mailed a verification token. POST to the same path does the same (and takes an Idempotency-Key). ${BARE_VALUE_NOTE}`,
+        params: UserParams, headers: method === 'POST' ? Type.Composite([IfMatch, IdempotencyKey]) : IfMatch, body: ref(PrimaryEmailValue),
         response: { 200: ref(Email), 201: ref(Email), ...problems(400, 401, 404, 409, 412, 413, ...(method === 'POST' ? [422] : [])) }
       },
       handler: async (request, reply) => {

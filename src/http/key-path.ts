@@ -1,4 +1,3 @@
-import { Type, type TProperties, type TSchema } from '@sinclair/typebox'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { bareValue, fileText } from './bodies.js'
 
@@ -15,13 +14,15 @@ export async function acceptRawBodies(app: FastifyInstance): Promise<void> {
   })
 }
 
+/** How an operation's description tells of the bare-value encodings, which the document does not list as media types. */
+export const BARE_VALUE_NOTE = 'The value may also be sent bare: as `text/plain`, or as a file of any content type (the whole body, UTF-8, surrounding white space trimmed).'
+
 /**
  * The body of a key path (a path ending in a field name): an object holding that field, in any encoding, or the
- * bare value as the whole body, trimmed (a password never is). Returns the one schema the value is validated against, whatever the
- * encoding, and the preValidation hook that brings every encoding to that object.
+ * bare value as the whole body, trimmed (a password never is). The preValidation hook brings every encoding to that
+ * object, which the route's named schema (schemas/) then validates.
  */
-export function keyPathBody<K extends string, V extends TSchema, E extends TProperties = {}>(key: K, value: V, extra?: E) {
-  const schema = Type.Object({ [key]: value, ...(extra ?? {}) } as { [P in K]: V } & E, { additionalProperties: false })
+export function keyPathBody(key: string) {
   const preValidation = async (request: FastifyRequest) => {
     const body: unknown = request.body
     if (body === undefined || body === null) request.body = {}
@@ -29,5 +30,5 @@ export function keyPathBody<K extends string, V extends TSchema, E extends TProp
     else if (typeof body === 'string') request.body = { [key]: bareValue(body, key) }
     else if (typeof body !== 'object' || Array.isArray(body)) request.body = { [key]: body }
   }
-  return { schema, preValidation }
+  return { preValidation }
 }

@@ -1,14 +1,14 @@
-import { Type, type Static, type TSchema } from '@sinclair/typebox'
+import type { Static, TObject } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Name, PAGE_SIZE, Password, UserParams } from '../../schemas/common.js'
+import { PAGE_SIZE, UserParams } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
-import { EmailParam, NewUser, User, UserCollection, UserQuery, UserRole, UserStatus } from '../../schemas/user.js'
+import { EmailParam, NameValue, NewUser, PasswordChange, RoleValue, StatusValue, User, UserCollection, UserQuery } from '../../schemas/user.js'
 import { InvalidInput } from '../common/errors.js'
 import { callerOf } from '../http/authenticate.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
-import { acceptRawBodies, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
-import { collection, FORM_TYPES, IdempotencyKey, IfMatch, KEY_PATH_TYPES, NoContent, problems, tagged } from '../http/responses.js'
+import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
+import { collection, FORM_TYPES, IdempotencyKey, IfMatch, NoContent, problems, tagged } from '../http/responses.js'
 import { presentUser } from './present.js'
 import type { NameFilter } from './repository.js'
 import type { UserChange } from './service.js'
@@ -130,34 +130,30 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
   const service = app.services.users
   await acceptRawBodies(app)
 
-  /** One key path of the user: its body schema (the value under `key`, in any encoding) and the change it makes. */
-  const keyPath = <K extends string, V extends TSchema>(
-    key: K, value: V, auth: 'self-or-admin' | 'admin', operationId: string, summary: string,
-    change: (value: Static<V>) => UserChange
+  /** One key path of the user: its named body schema (the value under `key`, in any encoding) and the change it makes. */
+  const keyPath = <S extends TObject>(
+    key: string, body: S, auth: 'self-or-admin' | 'admin', operationId: string, summary: string,
+    change: (body: Static<S>) => UserChange
   ) => {
-    const body = keyPathBody(key, value)
     app.put(`/users/:user_id/${key}`, {
       config: { auth },
       bodyLimit: KEY_PATH_BODY_LIMIT,
-      preValidation: body.preValidation,
+      preValidation: keyPathBody(key).preValidation,
       schema: {
-        operationId, tags, summary, consumes: KEY_PATH_TYPES,
-        params: UserParams, headers: IfMatch, body: body.schema,
+        operationId, tags, summary, consumes: FORM_TYPES, description: BARE_VALUE_NOTE,
+        params: UserParams, headers: IfMatch, body: ref(body),
         response: { 200: ref(User), ...problems(400, 401, 404, 412, 413) }
       }
     }, async (request, reply) => {
-      // The body was validated against `body.schema`, whose one field is `key`: TypeScript cannot index a type
-      // mapped over a generic key, so it is named here once.
-      const value = (request.body as { [P in K]: Static<V> })[key]
-      const row = await service.change(request.params.user_id, change(value), ifMatchVersions(request.headers['if-match']))
+      const row = await service.change(request.params.user_id, change(request.body as Static<S>), ifMatchVersions(request.headers['if-match']))
       return tagged(reply, row.version, presentUser(row, base))
     })
   }
-  keyPath('name', Name, 'self-or-admin', 'setUserName', 'Rename a user', (name) => ({ name }))
-  keyPath('status', ref(UserStatus), 'admin', 'setUserStatus', 'Ban or reinstate a user (admin)', (status) => ({ status }))
-  keyPath('role', ref(UserRole), 'admin', 'setUserRole', 'Change the role of a user (admin)', (role) => ({ role }))
+  keyPath('name', NameValue, 'self-or-admin', 'setUserName', 'Rename a user', ({ name }) => ({ name }))
+  keyPath('status', StatusValue, 'admin', 'setUserStatus', 'Ban or reinstate a user (admin)', ({ status }) => ({ status }))
+  keyPath('role', RoleValue, 'admin', 'setUserRole', 'Change the role of a user (admin)', ({ role }) => ({ role }))
 
-  const password = keyPathBody('password', Password, { current_password: Type.Optional(Type.String({ maxLength: 256 })) })
+  const password = keyPathBody('password')
   app.put('/users/:user_id/password', {
     config: { auth: 'self-or-admin' },
     bodyLimit: KEY_PATH_BODY_LIMIT,
@@ -165,7 +161,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'setUserPassword', tags, summary: 'Change a password', consumes: FORM_TYPES,
       description: 'A user changing its own password sends `current_password`; an admin changing another user\'s does not. Every other token of the user is revoked.',
-      params: UserParams, headers: IfMatch, body: password.schema,
+      params: UserParams, headers: IfMatch, body: ref(PasswordChange),
       response: { 204: NoContent, ...problems(400, 401, 404, 412, 413) }
     }
   }, async (request, reply) => {

@@ -1,0 +1,74 @@
+import { execFile } from 'node:child_process'
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import t from 'tap'
+import { build } from '../helpers.js'
+import type { FlowResult } from '../sdk/flows/result.js'
+
+// Five TypeScript SDK generators that SDK teams use, each generating from the served document, compiled strictly
+// with a flow written as an SDK user writes it, and the flow run against the service; then Redocly's and
+// Spectral's recommended rule sets. The generators live in test/sdk, a package of their own (so that a newcomer's
+// `npm install` stays lean), installed on first use.
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const sdk = join(root, 'test/sdk')
+const out = join(sdk, 'out')
+const bin = (name: string) => join(sdk, 'node_modules/.bin', name)
+const run = promisify(execFile)
+
+/** Runs a command in test/sdk; its output when it fails (nothing is printed when it passes). */
+async function inSdk(cmd: string, args: string[]): Promise<{ code: number; output: string }> {
+  return run(cmd, args, { cwd: sdk, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' } })
+    .then(({ stdout, stderr }) => ({ code: 0, output: `${stdout}${stderr}` }),
+      (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: typeof err.code === 'number' ? err.code : 1, output: `${err.stdout ?? ''}${err.stderr ?? ''}` }))
+}
+
+const GENERATORS: Record<string, [string, string[]]> = {
+  'hey-api': [bin('openapi-ts'), ['-f', 'openapi-ts.config.mjs']],
+  orval: [bin('orval'), ['--config', 'orval.config.cjs']],
+  codegen: [process.execPath, ['node_modules/openapi-typescript-codegen/bin/index.js', '--input', 'out/openapi.json', '--output', 'out/codegen', '--client', 'fetch']],
+  sta: [bin('swagger-typescript-api'), ['generate', '--path', 'out/openapi.json', '--output', 'out/sta', '--name', 'api.ts']],
+  'openapi-fetch': [process.execPath, [join(root, 'node_modules/openapi-typescript/bin/cli.js'), 'out/openapi.json', '-o', 'out/openapi-typescript/roster.ts']]
+}
+
+t.test('every SDK generator generates, compiles strictly and drives the service; the linters find no error', async (t) => {
+  if (!existsSync(join(sdk, 'node_modules/.package-lock.json'))) {
+    const install = await inSdk('npm', ['ci', '--no-audit', '--no-fund'])
+    t.equal(install.code, 0, `test/sdk installed (npm ci):\n${install.output.slice(-2000)}`)
+    if (install.code !== 0) return
+  }
+  const app = await build(t)
+  const address = await app.listen({ port: 0, host: '127.0.0.1' })
+  rmSync(out, { recursive: true, force: true })
+  mkdirSync(out, { recursive: true })
+  writeFileSync(join(out, 'openapi.json'), (await app.inject('/openapi.json')).body)
+
+  for (const [name, [cmd, args]] of Object.entries(GENERATORS)) {
+    const generated = await inSdk(cmd, args)
+    t.equal(generated.code, 0, `${name} generates:\n${generated.output.slice(-2000)}`)
+  }
+  const tsc = await inSdk(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'])
+  t.equal(tsc.code, 0, `every client compiles with its flow under --strict:\n${tsc.output.slice(0, 4000)}`)
+
+  const redocly = await inSdk(bin('redocly'), ['lint', 'out/openapi.json', '--extends', 'recommended', '--format', 'stylish'])
+  t.equal(redocly.code, 0, `Redocly (recommended): no error\n${redocly.output.slice(-3000)}`)
+  const spectral = await inSdk(bin('spectral'), ['lint', 'out/openapi.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'error'])
+  t.equal(spectral.code, 0, `Spectral (spectral:oas): no error\n${spectral.output.slice(-3000)}`)
+  if (tsc.code !== 0) return
+
+  for (const name of Object.keys(GENERATORS)) {
+    const ran = await inSdk(process.execPath, ['--import', 'tsx', 'run-flow.ts', name, address])
+    t.equal(ran.code, 0, `${name}: the flow runs:\n${ran.output.slice(-2000)}`)
+    if (ran.code !== 0) continue
+    const result = JSON.parse(ran.output) as FlowResult
+    const stored = await app.db.selectFrom('users').select(['name']).where('id', '=', result.userId).executeTakeFirstOrThrow()
+    t.equal(stored.name, `Renamed ${name}`, `${name}: the rename stored the name itself`)
+    t.equal(result.name, `Renamed ${name}`, `${name}: and answered it`)
+    t.same(result.listedIds, [result.userId], `${name}: listed without limit, filtered by name`)
+    const addresses = await app.db.selectFrom('emails').select(['address']).where('user_id', '=', result.userId).orderBy('id').execute()
+    t.same(addresses.map((a) => a.address), [`sdk.${name}@example.com`, `second.${name}@example.com`], `${name}: the address was added`)
+    t.equal(result.primary, false, `${name}: a second address is not primary`)
+    t.same([result.forbiddenStatus, result.forbiddenCode], [401, 'FORBIDDEN'], `${name}: a typed FORBIDDEN problem`)
+  }
+})
