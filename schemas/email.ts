@@ -27,10 +27,10 @@ export const EmailCollection = Type.Object(
 export type EmailCollection = Static<typeof EmailCollection>
 
 /** The body of the primary address's key path (`/users/{user_id}/email`). */
-export const PrimaryEmailValue = Type.Object({ email: Address }, { $id: 'PrimaryEmailValue', additionalProperties: false, examples: [{ email: 'ada@example.org' }] })
+export const PrimaryEmailValue = Type.Object({ email: Address }, { $id: 'PrimaryEmailValue', additionalProperties: false, description: 'The new primary address', examples: [{ email: 'ada@example.org' }] })
 export type PrimaryEmailValue = Static<typeof PrimaryEmailValue>
 
-export const NewEmail = Type.Object({ address: Address }, { $id: 'NewEmail', additionalProperties: false, examples: [{ address: 'ada@example.org' }] })
+export const NewEmail = Type.Object({ address: Address }, { $id: 'NewEmail', additionalProperties: false, description: 'An address to add', examples: [{ address: 'ada@example.org' }] })
 export type NewEmail = Static<typeof NewEmail>
 
 /** A change to one address: its text, whether it is the primary (only a verified address may become it), or both. */
@@ -39,7 +39,7 @@ export const EmailChange = Type.Object(
     address: Type.Optional(Address),
     primary: Type.Optional(Type.Boolean({ description: '`true` makes this address primary (it must be verified); the former primary stays as a secondary address' }))
   },
-  { $id: 'EmailChange', additionalProperties: false, minProperties: 1, examples: [{ primary: true }, { address: 'ada@example.org' }] }
+  { $id: 'EmailChange', additionalProperties: false, description: 'A new text for the address, `primary: true`, or both', minProperties: 1, examples: [{ primary: true }, { address: 'ada@example.org' }] }
 )
 export type EmailChange = Static<typeof EmailChange>
 
@@ -49,6 +49,6 @@ export const VerificationSent = Type.Object(
     sent_to: Type.String({ description: 'The address the mail was written to' }),
     expires_at: Timestamp
   },
-  { $id: 'VerificationSent', examples: [{"sent_to": "ada@example.com", "expires_at": "2026-11-22T10:00:00.000Z"}] }
+  { $id: 'VerificationSent', description: 'Where the verification mail went, and when its token expires', examples: [{"sent_to": "ada@example.com", "expires_at": "2026-11-22T10:00:00.000Z"}] }
 )
 export type VerificationSent = Static<typeof VerificationSent>

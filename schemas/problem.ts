@@ -25,7 +25,7 @@ export const FieldError = Type.Object(
     in: Type.Optional(Type.Unsafe<Static<typeof FieldLocation>>({ $ref: 'FieldLocation' })),
     message: Type.String()
   },
-  { $id: 'FieldError' }
+  { $id: 'FieldError', description: 'One invalid value: where it is and what is wrong with it' }
 )
 export type FieldError = Static<typeof FieldError>
 

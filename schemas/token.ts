@@ -14,7 +14,7 @@ export const TokenRequest = Type.Object(
     password: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'With `password`' })),
     refresh_token: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'With `refresh_token`: the last one issued for the session' }))
   },
-  { $id: 'TokenRequest', additionalProperties: false, examples: [{ grant_type: 'password', email: 'ada@example.com', password: 'correct-horse-battery' }, { grant_type: 'refresh_token', refresh_token: 'hV3pQ9xR2mT7wK4nB8cD1fG6jL0sA5eY_uI-oZ2vX3w' }] }
+  { $id: 'TokenRequest', additionalProperties: false, description: 'A login (`grant_type=password`) or a refresh (`grant_type=refresh_token`)', examples: [{ grant_type: 'password', email: 'ada@example.com', password: 'correct-horse-battery' }, { grant_type: 'refresh_token', refresh_token: 'hV3pQ9xR2mT7wK4nB8cD1fG6jL0sA5eY_uI-oZ2vX3w' }] }
 )
 export type TokenRequest = Static<typeof TokenRequest>
 

@@ -45,7 +45,7 @@ export const NewUser = Type.Object(
     role: Type.Optional(ref(UserRole)),
     status: Type.Optional(ref(UserStatus))
   },
-  { $id: 'NewUser', additionalProperties: false, examples: [{ name: 'Ada Lovelace', email: 'ada@example.com', password: 'correct-horse-battery' }] }
+  { $id: 'NewUser', additionalProperties: false, description: 'A sign-up: `role` and `status` only from an admin', examples: [{ name: 'Ada Lovelace', email: 'ada@example.com', password: 'correct-horse-battery' }] }
 )
 export type NewUser = Static<typeof NewUser>
 
@@ -54,24 +54,24 @@ export type NewUser = Static<typeof NewUser>
  * so that SDK generators make one method with one body type; the bare-value encodings each key path also takes
  * are described in the operation (see src/http/key-path.ts).
  */
-export const NameValue = Type.Object({ name: Name }, { $id: 'NameValue', additionalProperties: false, examples: [{ name: 'Ada King' }] })
-export const StatusValue = Type.Object({ status: ref(UserStatus) }, { $id: 'StatusValue', additionalProperties: false, examples: [{ status: 'BANNED' }] })
-export const RoleValue = Type.Object({ role: ref(UserRole) }, { $id: 'RoleValue', additionalProperties: false, examples: [{ role: 'admin' }] })
+export const NameValue = Type.Object({ name: Name }, { $id: 'NameValue', additionalProperties: false, description: 'A new name', examples: [{ name: 'Ada King' }] })
+export const StatusValue = Type.Object({ status: ref(UserStatus) }, { $id: 'StatusValue', additionalProperties: false, description: 'A new status', examples: [{ status: 'BANNED' }] })
+export const RoleValue = Type.Object({ role: ref(UserRole) }, { $id: 'RoleValue', additionalProperties: false, description: 'A new role', examples: [{ role: 'admin' }] })
 export const PasswordChange = Type.Object(
   {
     password: Password,
     current_password: Type.Optional(Type.String({ maxLength: 256, description: 'Required when users change their own password' }))
   },
-  { $id: 'PasswordChange', additionalProperties: false, examples: [{ password: 'a-new-long-password', current_password: 'correct-horse-battery' }] }
+  { $id: 'PasswordChange', additionalProperties: false, description: 'A new password; a user changing its own also sends the current one', examples: [{ password: 'a-new-long-password', current_password: 'correct-horse-battery' }] }
 )
 
 export const MAX_ID_FILTER = 100
 
 export const UserQuery = Type.Object(
   {
-    id: Type.Optional(Type.Array(Id, { maxItems: MAX_ID_FILTER, description: 'Repeatable: ?id=1&id=5' })),
-    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254 })),
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 202, description: '`ada`, `ada*`, `*ada` or `*ada*`, case-insensitive' })),
+    id: Type.Optional(Type.Array(Id, { maxItems: MAX_ID_FILTER, description: 'Repeatable, at most 100: ?id=1&id=5', examples: [[1, 5]] })),
+    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'Any address of the user, exact, case-insensitive', examples: ['ada@example.com'] })),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 202, description: '`ada`, `ada*`, `*ada` or `*ada*`, case-insensitive', examples: ['ada*'] })),
     status: Type.Optional(ref(UserStatus)),
     limit: Limit,
     cursor: Cursor
@@ -80,4 +80,6 @@ export const UserQuery = Type.Object(
 )
 export type UserQuery = Static<typeof UserQuery>
 
-export const EmailParam = Type.Object({ email: Type.String({ minLength: 1, maxLength: 254 }) }, { additionalProperties: false })
+export const EmailParam = Type.Object({
+  email: Type.String({ minLength: 1, maxLength: 254, description: 'Any address of the user, case-insensitive (percent-encoded in the path)', examples: ['ada@example.com'] })
+}, { additionalProperties: false })

@@ -27,7 +27,7 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
         'Password checks are limited per account and client address, per client address and per account (429 RATE_LIMITED with Retry-After).'
       ].join(' '),
       headers: IdempotencyKey, body: ref(TokenRequest),
-      response: { 201: ref(Token), ...problems(400, 401, 409, 413, 415, 422, 429) }
+      response: { 201: ref(Token), ...problems(400, [401, 'INVALID_CREDENTIALS', 'USER_BANNED', 'INVALID_GRANT', 'REFRESH_TOKEN_REUSED'], [409, 'IDEMPOTENCY_KEY_IN_USE'], 413, 415, 422, 429) }
     }
   }, async (request, reply) => {
     const body = request.body
@@ -53,7 +53,7 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'revokeCurrentToken', tags, summary: 'Log out: end the session of the calling token',
       description: 'Its access and refresh tokens stop working at once.',
-      response: { 204: NoContent, ...problems(401) }
+      response: { 204: NoContent, ...problems([401, 'UNAUTHENTICATED']) }
     }
   }, async (request, reply) => {
     await service.logout(callerOf(request))

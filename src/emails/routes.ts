@@ -30,8 +30,9 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'listUserEmails', tags, summary: 'List the addresses of a user',
+      description: 'Every address of the user, verified or not, in the order they were added; one of them is primary when the user has any.',
       params: UserParams, querystring: PageQuery,
-      response: { 200: ref(EmailCollection), ...problems(400, 401, 404) }
+      response: { 200: ref(EmailCollection), ...problems([400, 'VALIDATION_FAILED', 'INVALID_CURSOR'], 401, [404, 'USER_NOT_FOUND']) }
     }
   }, async (request, reply) => {
     const userId = request.params.user_id
@@ -50,8 +51,9 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'getUserEmail', tags, summary: 'Read one address of a user',
+      description: 'An address is reached only under its own user: another user\'s address id is 404 EMAIL_NOT_FOUND.',
       params: EmailParams,
-      response: { 200: ref(Email), ...problems(400, 401, 404) }
+      response: { 200: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND']) }
     }
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
@@ -63,8 +65,9 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'getUserPrimaryEmail', tags, summary: 'Read the primary address of a user',
+      description: 'The address the user\'s `email` field shows; 404 EMAIL_NOT_FOUND when the user has none.',
       params: UserParams,
-      response: { 200: ref(Email), ...problems(400, 401, 404) }
+      response: { 200: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND']) }
     }
   }, async (request, reply) => {
     const row = await service.get(request.params.user_id, 'primary')
@@ -77,7 +80,7 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'resendEmailVerification', tags, summary: 'Send the verification mail of an address again',
       description: 'Mails a new single-use token to the address (earlier ones stay valid until they expire). 409 EMAIL_ALREADY_VERIFIED; 429 RATE_LIMITED within VERIFICATION_RESEND_SECONDS of the last verification mail to the address (those sent on sign-up, adding and replacing included), or past MAIL_MAX_PER_CLIENT requests for mail from one client.',
       params: EmailParams, headers: IdempotencyKey,
-      response: { 202: ref(VerificationSent), ...problems(400, 401, 404, 409, 422) }
+      response: { 202: ref(VerificationSent), ...problems(400, 401, [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND'], [409, 'EMAIL_ALREADY_VERIFIED', 'IDEMPOTENCY_KEY_IN_USE'], 422) }
     }
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
@@ -99,7 +102,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'addUserEmail', tags, consumes: FORM_TYPES, summary: 'Add an address to a user',
       description: 'The address is added unverified and a verification mail is sent to it. The first address of a user becomes its primary. 409 EMAIL_TAKEN when any user has the address (case-insensitively; an unverified address set more than UNVERIFIED_CLAIM_SECONDS ago is taken from its holder instead), 409 EMAIL_LIMIT past MAX_EMAILS_PER_USER.',
       params: UserParams, headers: IdempotencyKey, body: ref(NewEmail),
-      response: { 201: ref(Email), ...problems(400, 401, 404, 409, 413, 415, 422) }
+      response: { 201: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'EMAIL_TAKEN', 'EMAIL_LIMIT', 'IDEMPOTENCY_KEY_IN_USE'], 413, 415, 422) }
     }
   }, async (request, reply) => {
     const row = await service.add(request.params.user_id, request.body.address)
@@ -113,7 +116,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'updateUserEmail', tags, consumes: FORM_TYPES, summary: 'Change one address of a user in place, or make it primary',
       description: 'A new `address` (same id) is unverified and mailed a verification token. `primary: true` makes a verified address the primary (409 EMAIL_UNVERIFIED otherwise); the former primary stays as a secondary address and is told by mail.',
       params: EmailParams, headers: IfMatch, body: ref(EmailChange),
-      response: { 200: ref(Email), ...problems(400, 401, 404, 409, 412, 413, 415) }
+      response: { 200: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND'], [409, 'EMAIL_TAKEN', 'EMAIL_UNVERIFIED'], 412, 413, 415) }
     },
     preValidation: formBooleans
   }, async (request, reply) => {
@@ -128,7 +131,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'deleteUserEmail', tags, summary: 'Remove one address (owner only)',
       description: 'Only the owning user may remove its addresses, admins included in the refusal. Removing the primary promotes the oldest remaining address; removing the last is 401 EMAIL_REQUIRED while REQUIRE_EMAIL is true.',
       params: EmailParams, headers: IfMatch,
-      response: { 204: NoContent, ...problems(400, 401, 404, 412) }
+      response: { 204: NoContent, ...problems(400, [401, 'UNAUTHENTICATED', 'FORBIDDEN', 'EMAIL_REQUIRED'], [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND'], 412) }
     }
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
@@ -142,7 +145,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'deleteUserPrimaryEmail', tags, summary: 'Remove the primary address (owner only)',
       description: 'The oldest remaining address becomes primary. 401 EMAIL_REQUIRED when it is the last address while REQUIRE_EMAIL is true.',
       params: UserParams, headers: IfMatch,
-      response: { 204: NoContent, ...problems(400, 401, 404, 412) }
+      response: { 204: NoContent, ...problems(400, [401, 'UNAUTHENTICATED', 'FORBIDDEN', 'EMAIL_REQUIRED'], [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND'], 412) }
     }
   }, async (request, reply) => {
     await service.remove(request.params.user_id, 'primary', ifMatchVersions(request.headers['if-match']))
@@ -175,7 +178,7 @@ const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'Place the primary address of a user',
         description: `Replaces the primary address in place (same id), or creates it (201) when the user has none. A new address is unverified and mailed a verification token. POST to the same path does the same (and takes an Idempotency-Key). ${BARE_VALUE_NOTE}`,
         params: UserParams, headers: method === 'POST' ? Type.Composite([IfMatch, IdempotencyKey]) : IfMatch, body: ref(PrimaryEmailValue),
-        response: { 200: ref(Email), 201: ref(Email), ...problems(400, 401, 404, 409, 412, 413, ...(method === 'POST' ? [422] : [])) }
+        response: { 200: ref(Email), 201: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'EMAIL_TAKEN', ...(method === 'POST' ? ['IDEMPOTENCY_KEY_IN_USE' as const] : [])], 412, 413, ...(method === 'POST' ? [422] : [])) }
       },
       handler: async (request, reply) => {
         const userId = request.params.user_id

@@ -11,12 +11,20 @@ const tags = ['health']
 const health: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/health/live', {
     config: { auth: 'public' },
-    schema: { operationId: 'getLiveness', tags, summary: 'The process is up', response: { 200: Health, ...only(503) } }
+    schema: {
+      operationId: 'getLiveness', tags, summary: 'The process is up',
+      description: 'For a balancer\'s liveness probe: answers while the process runs, whatever the database does. Never rate limited.',
+      response: { 200: Health, ...only(503) }
+    }
   }, async () => ({ status: 'ok' as const }))
 
   app.get('/health/ready', {
     config: { auth: 'public' },
-    schema: { operationId: 'getReadiness', tags, summary: 'The database answers', response: { 200: Health, ...only(503) } }
+    schema: {
+      operationId: 'getReadiness', tags, summary: 'The database answers',
+      description: 'For a balancer\'s readiness probe: 503 while the database is unreachable or the service is shutting down. Never rate limited.',
+      response: { 200: Health, ...only(503) }
+    }
   }, async (_request, reply) => {
     try {
       await ping(app.db)

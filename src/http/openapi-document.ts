@@ -92,6 +92,13 @@ export function completeDocument(doc: Obj, options: DocumentOptions = { forbidde
       }
       for (const parameter of op.parameters ?? []) {
         if (parameter.in === 'header' && HEADER_NAMES[parameter.name]) parameter.name = HEADER_NAMES[parameter.name]
+        // A parameter whose schema is a named component (a status) loses its own description on the way here:
+        // it says which component it takes, and what that component says.
+        const named = /^#\/components\/schemas\/(\w+)$/.exec(parameter.schema?.$ref ?? '')?.[1]
+        if (named && !parameter.description) {
+          const about = doc.components.schemas?.[named]?.description
+          parameter.description = about ? `A ${named}: ${about}` : `A ${named}`
+        }
       }
       if (method === 'get' && /Collection$/.test(responses['200']?.content?.['application/json']?.schema?.$ref ?? '')) {
         // Machine-readable paging, for generators that build iterators: the page size and cursor parameters, and
@@ -101,7 +108,7 @@ export function completeDocument(doc: Obj, options: DocumentOptions = { forbidde
       if (method === 'get' && responses['200']) {
         responses['304'] = { description: 'Not modified: If-None-Match names the current ETag', headers: { ETag: header('ETag') } }
         op.parameters = [...(op.parameters ?? []), {
-          name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' },
+          name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string', examples: ['"v3"'] },
           description: 'Answer 304 without a body when the ETag still matches'
         }]
       }

@@ -2,34 +2,47 @@ import { STATUS_CODES } from 'node:http'
 import { Type } from '@sinclair/typebox'
 import type { FastifyReply } from 'fastify'
 import { versionTag } from './etag.js'
-import { Problem } from '../../schemas/problem.js'
+import { Problem, type ErrorCode } from '../../schemas/problem.js'
 import { ref } from '../../schemas/ref.js'
 
-const WHY: Record<number, string> = {
-  400: 'Invalid input (VALIDATION_FAILED, INVALID_FILTER, INVALID_CURSOR)',
-  401: 'Not authenticated (UNAUTHENTICATED) or not allowed (FORBIDDEN and route-specific codes)',
-  404: 'Not found',
-  409: 'Conflict with the current state',
-  422: 'The Idempotency-Key was used with another request (IDEMPOTENCY_KEY_REUSED)',
-  412: 'If-Match does not name the current version (PRECONDITION_FAILED)',
-  413: 'Request body too large (PAYLOAD_TOO_LARGE)',
-  415: 'Unsupported Content-Type (UNSUPPORTED_MEDIA_TYPE)',
-  429: 'Too many requests (RATE_LIMITED)',
-  503: 'Temporarily unavailable (UNAVAILABLE)'
+/** What each error status means, and the codes it carries on every route that answers it. */
+const WHY: Record<number, [string, ErrorCode[]]> = {
+  400: ['Invalid input', ['VALIDATION_FAILED']],
+  401: ['Not authenticated, or not allowed', ['UNAUTHENTICATED', 'FORBIDDEN']],
+  404: ['Not found', []],
+  409: ['Conflict with the current state', []],
+  412: ['If-Match does not name the current version', ['PRECONDITION_FAILED']],
+  413: ['Request body too large', ['PAYLOAD_TOO_LARGE']],
+  415: ['Unsupported Content-Type', ['UNSUPPORTED_MEDIA_TYPE']],
+  422: ['The Idempotency-Key was used with another request', ['IDEMPOTENCY_KEY_REUSED']],
+  429: ['Too many requests', ['RATE_LIMITED']],
+  503: ['Temporarily unavailable', ['UNAVAILABLE']]
 }
 
 type ProblemResponse = { description: string; content: { 'application/problem+json': { schema: typeof problemRef } } }
 
-/** Error responses of a route, each an RFC 9457 problem; every route may also be rate limited (429) or unavailable (503). */
-export function problems(...statuses: number[]) {
+/** An error status, alone (its usual codes) or with the codes this route answers it with. */
+export type ProblemStatus = number | [number, ...ErrorCode[]]
+
+/**
+ * Error responses of a route, each an RFC 9457 problem, described with the codes the route can answer; every route
+ * may also be rate limited (429) or unavailable (503).
+ */
+export function problems(...statuses: ProblemStatus[]) {
   return only(...statuses, 429, 503)
 }
 
 /** Exactly these error responses (health checks are never rate limited). */
-export function only(...statuses: number[]) {
+export function only(...statuses: ProblemStatus[]) {
   const out: Record<number, ProblemResponse> = {}
-  for (const status of statuses) {
-    out[status] = { description: WHY[status] ?? STATUS_CODES[status] ?? 'Error', content: { 'application/problem+json': { schema: problemRef } } }
+  for (const entry of statuses) {
+    const [status, ...named] = typeof entry === 'number' ? [entry] : entry
+    const [why, usual] = WHY[status] ?? [STATUS_CODES[status] ?? 'Error', []]
+    const codes = named.length > 0 ? named : usual
+    out[status] = {
+      description: codes.length > 0 ? `${why} (${codes.join(', ')})` : why,
+      content: { 'application/problem+json': { schema: problemRef } }
+    }
   }
   return out
 }
@@ -37,12 +50,14 @@ const problemRef = ref(Problem)
 
 export const NoContent = Type.Null({ description: 'No content' })
 
-export const IfMatch = Type.Object({ 'if-match': Type.Optional(Type.String({ description: 'Write only if the resource still has this ETag' })) })
+export const IfMatch = Type.Object({
+  'if-match': Type.Optional(Type.String({ description: 'Write only if the resource still has this ETag (412 PRECONDITION_FAILED otherwise)', examples: ['"v3"'] }))
+})
 
 /** The header of the POSTs that create or send (routes with `config.idempotent`). */
 export const IdempotencyKey = Type.Object({
   'idempotency-key': Type.Optional(Type.String({
-    minLength: 1, maxLength: 255,
+    minLength: 1, maxLength: 255, examples: ['5f1c3b7e-9a2d-4c61-8e0f-2b4d6a8c0e13'],
     description: 'A key of your own (a UUID v4) that makes a retry safe: within 24 hours, the same key with the same request answers the first answer again (with `Idempotent-Replayed: true`) and does nothing twice; with another request, 422 IDEMPOTENCY_KEY_REUSED; while the first still runs, 409 IDEMPOTENCY_KEY_IN_USE'
   }))
 })

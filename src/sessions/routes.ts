@@ -23,7 +23,7 @@ const sessions: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'listUserSessions', tags, summary: 'List the live sessions of a user',
       description: 'Each login is a session; `current` marks the one the calling token belongs to.',
       params: UserParams, querystring: PageQuery,
-      response: { 200: ref(SessionCollection), ...problems(400, 401, 404) }
+      response: { 200: ref(SessionCollection), ...problems([400, 'VALIDATION_FAILED', 'INVALID_CURSOR'], 401, [404, 'USER_NOT_FOUND']) }
     }
   }, async (request, reply) => {
     const userId = request.params.user_id
@@ -51,7 +51,7 @@ const sessionWrites: FastifyPluginAsyncTypebox = async (writes) => {
       operationId: 'deleteUserSession', tags, summary: 'End one session of a user',
       description: 'Its access and refresh tokens stop working at once. 404 SESSION_NOT_FOUND when the user has no such session.',
       params: SessionParams,
-      response: { 204: NoContent, ...problems(400, 401, 404) }
+      response: { 204: NoContent, ...problems(400, 401, [404, 'USER_NOT_FOUND', 'SESSION_NOT_FOUND']) }
     }
   }, async (request, reply) => {
     await service.end(request.params.user_id, request.params.session_id)
@@ -64,7 +64,7 @@ const sessionWrites: FastifyPluginAsyncTypebox = async (writes) => {
       operationId: 'deleteUserSessions', tags, summary: 'Sign out everywhere: end every session of a user',
       description: 'The calling session included.',
       params: UserParams,
-      response: { 204: NoContent, ...problems(400, 401, 404) }
+      response: { 204: NoContent, ...problems(400, 401, [404, 'USER_NOT_FOUND']) }
     }
   }, async (request, reply) => {
     await service.endAll(request.params.user_id)

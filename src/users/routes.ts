@@ -8,7 +8,7 @@ import { callerOf } from '../http/authenticate.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
-import { collection, FORM_TYPES, IdempotencyKey, IfMatch, NoContent, problems, tagged } from '../http/responses.js'
+import { collection, FORM_TYPES, IdempotencyKey, IfMatch, NoContent, problems, tagged, type ProblemStatus } from '../http/responses.js'
 import { presentUser } from './present.js'
 import type { NameFilter } from './repository.js'
 import type { UserChange } from './service.js'
@@ -37,7 +37,7 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'listUsers', tags, summary: 'List and filter users',
       description: 'Filters combine with AND. A plain user sees at most itself. Ordered by id, paged by an opaque cursor.',
       querystring: UserQuery,
-      response: { 200: ref(UserCollection), ...problems(400, 401) }
+      response: { 200: ref(UserCollection), ...problems([400, 'VALIDATION_FAILED', 'INVALID_FILTER', 'INVALID_CURSOR'], 401) }
     }
   }, async (request, reply) => {
     const q = request.query
@@ -66,8 +66,9 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'getUser', tags, summary: 'Read a user',
+      description: 'The user with its primary address. A plain user may read only itself; another id is 401 FORBIDDEN whether or not it exists.',
       params: UserParams,
-      response: { 200: ref(User), ...problems(400, 401, 404) }
+      response: { 200: ref(User), ...problems(400, 401, [404, 'USER_NOT_FOUND']) }
     }
   }, async (request, reply) => {
     const row = await service.get(callerOf(request), request.params.user_id)
@@ -80,7 +81,7 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'getUserByEmail', tags, summary: 'Find a user by any of its addresses',
       description: 'Case-insensitive. A plain user may look up only itself; any other answer is 401, whether or not the address exists.',
       params: EmailParam,
-      response: { 200: ref(User), ...problems(400, 401, 404) }
+      response: { 200: ref(User), ...problems(400, 401, [404, 'USER_NOT_FOUND']) }
     }
   }, async (request, reply) => {
     const row = await service.findByAddress(callerOf(request), request.params.email)
@@ -101,7 +102,7 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'createUser', tags, consumes: FORM_TYPES, summary: 'Create a user',
       description: 'Open to anyone while SIGNUP_OPEN is true, else to admins. `role` and `status` may only be set by an admin. A verification mail is sent to the address.',
       headers: IdempotencyKey, body: ref(NewUser),
-      response: { 201: ref(User), ...problems(400, 401, 409, 413, 415, 422, 429) }
+      response: { 201: ref(User), ...problems(400, 401, [409, 'EMAIL_TAKEN', 'IDEMPOTENCY_KEY_IN_USE'], 413, 415, 422, 429) }
     }
   }, async (request, reply) => {
     const row = await service.signUp(request.caller, request.body)
@@ -113,8 +114,9 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'deleteUser', tags, summary: 'Delete a user with its addresses and tokens',
+      description: 'Removes the user, its addresses, sessions and tokens in one transaction. 409 LAST_ADMIN for the last active admin.',
       params: UserParams, headers: IfMatch,
-      response: { 204: NoContent, ...problems(400, 401, 404, 412) }
+      response: { 204: NoContent, ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'LAST_ADMIN'], 412) }
     }
   }, async (request, reply) => {
     await service.remove(request.params.user_id, ifMatchVersions(request.headers['if-match']))
@@ -133,7 +135,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
   /** One key path of the user: its named body schema (the value under `key`, in any encoding) and the change it makes. */
   const keyPath = <S extends TObject>(
     key: string, body: S, auth: 'self-or-admin' | 'admin', operationId: string, summary: string,
-    change: (body: Static<S>) => UserChange
+    change: (body: Static<S>) => UserChange, conflicts: ProblemStatus[] = []
   ) => {
     app.put(`/users/:user_id/${key}`, {
       config: { auth },
@@ -142,7 +144,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         operationId, tags, summary, consumes: FORM_TYPES, description: BARE_VALUE_NOTE,
         params: UserParams, headers: IfMatch, body: ref(body),
-        response: { 200: ref(User), ...problems(400, 401, 404, 412, 413) }
+        response: { 200: ref(User), ...problems(400, 401, [404, 'USER_NOT_FOUND'], ...conflicts, 412, 413) }
       }
     }, async (request, reply) => {
       const row = await service.change(request.params.user_id, change(request.body as Static<S>), ifMatchVersions(request.headers['if-match']))
@@ -150,8 +152,8 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
     })
   }
   keyPath('name', NameValue, 'self-or-admin', 'setUserName', 'Rename a user', ({ name }) => ({ name }))
-  keyPath('status', StatusValue, 'admin', 'setUserStatus', 'Ban or reinstate a user (admin)', ({ status }) => ({ status }))
-  keyPath('role', RoleValue, 'admin', 'setUserRole', 'Change the role of a user (admin)', ({ role }) => ({ role }))
+  keyPath('status', StatusValue, 'admin', 'setUserStatus', 'Ban or reinstate a user (admin)', ({ status }) => ({ status }), [[409, 'LAST_ADMIN']])
+  keyPath('role', RoleValue, 'admin', 'setUserRole', 'Change the role of a user (admin)', ({ role }) => ({ role }), [[409, 'LAST_ADMIN']])
 
   const password = keyPathBody('password')
   app.put('/users/:user_id/password', {
@@ -162,7 +164,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'setUserPassword', tags, summary: 'Change a password', consumes: FORM_TYPES,
       description: 'A user changing its own password sends `current_password`; an admin changing another user\'s does not. Every other token of the user is revoked.',
       params: UserParams, headers: IfMatch, body: ref(PasswordChange),
-      response: { 204: NoContent, ...problems(400, 401, 404, 412, 413) }
+      response: { 204: NoContent, ...problems(400, [401, 'UNAUTHENTICATED', 'FORBIDDEN', 'INVALID_CREDENTIALS'], [404, 'USER_NOT_FOUND'], 412, 413) }
     }
   }, async (request, reply) => {
     const { password, current_password: current } = request.body

@@ -20,7 +20,7 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'verifyEmail', tags, consumes: FORM_TYPES, summary: 'Verify an address with the token mailed to it',
       description: 'The token proves the mail was read; it is single use and dies when its address is changed or removed. A bad, used or expired token is 400 INVALID_TOKEN. Nothing is ever verified by a GET: mail scanners open links.',
       body: ref(EmailVerification),
-      response: { 200: ref(Email), ...problems(400, 413, 415) }
+      response: { 200: ref(Email), ...problems([400, 'VALIDATION_FAILED', 'INVALID_TOKEN'], 413, 415) }
     }
   }, async (request, reply) => {
     const row = await service.confirm(request.body.token)
@@ -33,7 +33,7 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'requestPasswordReset', tags, consumes: FORM_TYPES, summary: 'Ask for a password reset mail',
       description: 'Always 202 with the same body, after about the same time, whether or not the address belongs to anyone. A single-use token is mailed when the address is its user\'s primary or a verified one. 429 RATE_LIMITED when asked again for the same address within VERIFICATION_RESEND_SECONDS, or past MAIL_MAX_PER_CLIENT requests for mail from one client.',
       headers: IdempotencyKey, body: ref(PasswordResetRequest),
-      response: { 202: ref(PasswordResetAccepted), ...problems(400, 409, 413, 415, 422) }
+      response: { 202: ref(PasswordResetAccepted), ...problems(400, [409, 'IDEMPOTENCY_KEY_IN_USE'], 413, 415, 422) }
     }
   }, async (request, reply) => {
     await service.requestReset(request.body.email, request.ip)
@@ -49,7 +49,7 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'confirmPasswordReset', tags, consumes: FORM_TYPES, summary: 'Choose a new password with a mailed reset token',
       description: 'Sets the password, marks the address the token was mailed to verified and ends every session of the user. A bad, used or expired token is 400 INVALID_TOKEN; failed tokens count against the client\'s limit of failed checks (429).',
       body: ref(PasswordResetConfirm),
-      response: { 204: NoContent, ...problems(400, 413, 415) }
+      response: { 204: NoContent, ...problems([400, 'VALIDATION_FAILED', 'INVALID_TOKEN'], 413, 415) }
     }
   }, async (request, reply) => {
     await service.confirmReset(request.body.token, request.body.password, request.ip)

@@ -68,6 +68,14 @@ t.test('the served document', async (t) => {
       }
       t.ok(op.responses['503'], `${name}: 503 documented`)
       t.ok(op.responses['500'], `${name}: 500 documented`)
+      for (const status of ['404', '409']) {
+        if (op.responses[status]) t.match(op.responses[status].description, /\([A-Z_]+(, [A-Z_]+)*\)$/, `${name} ${status}: names its codes`)
+      }
+      t.ok(op.description && !/^Authorization: `[a-z-]+`\.$/.test(op.description), `${name}: described beyond its authorization rule`)
+      for (const p of op.parameters ?? []) {
+        t.ok(p.description ?? p.schema?.description, `${name}: parameter ${p.name} described`)
+        t.ok(p.example !== undefined || p.examples || p.schema?.examples || p.schema?.example !== undefined || p.schema?.enum || p.schema?.$ref, `${name}: parameter ${p.name} has an example`)
+      }
       for (const p of op.parameters ?? []) {
         if (p.in === 'header') t.match(p.name, /^[A-Z][a-z]*(-[A-Z][a-z]*)*$/, `${name}: header ${p.name} written as HTTP writes it`)
         if (p.in === 'query' && p.name === 'limit') t.notOk(p.required, `${name}: limit has a default, so it is optional`)
@@ -94,6 +102,7 @@ t.test('the served document', async (t) => {
     t.ok(doc.info.contact?.url, 'a contact')
     t.match(doc.info.description, /## Versioning/, 'the versioning policy')
     t.ok(doc.servers.length > 0 && doc.servers.every((s: Obj) => /^https?:\/\//.test(s.url)), 'servers name an absolute URL')
+    for (const [name, schema] of Object.entries<Obj>(doc.components.schemas)) t.ok(schema.description, `component ${name} described`)
     for (const name of ['User', 'Email', 'UserCollection', 'EmailCollection', 'Session', 'SessionCollection', 'Token']) {
       t.not(doc.components.schemas[name].additionalProperties, false, `${name}: open to fields added later`)
       t.ok(doc.components.schemas[name].examples?.length, `${name}: an example`)
