@@ -1,6 +1,6 @@
 // The flow an SDK user writes with openapi-typescript-codegen's generated services.
 import { ApiError, AuthService, EmailsService, OpenAPI, type Problem, UsersService } from '../out/codegen/index.js'
-import { names, type FlowResult } from './result.js'
+import { names, report, type FlowResult } from './result.js'
 
 export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
   const n = names(tag)
@@ -21,13 +21,5 @@ export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
     forbidden = { status: err.status, code: (err.body as Problem).code }
   }
   if (!forbidden) throw new Error('reading another user was not refused')
-  return {
-    userId: me.id,
-    name: renamed.name,
-    listedIds: listed.items.map((u) => u.id),
-    address: added.address,
-    primary: added.primary,
-    forbiddenStatus: forbidden.status,
-    forbiddenCode: forbidden.code
-  }
+  return report(me, renamed, listed, added, forbidden)
 }

@@ -1,7 +1,7 @@
 // The flow an SDK user writes with @hey-api/openapi-ts's generated functions.
 import { createClient } from '../out/hey-api/client/index.js'
 import { addUserEmail, createToken, createUser, getUser, listUsers, setUserName } from '../out/hey-api/sdk.gen.js'
-import { names, type FlowResult } from './result.js'
+import { names, report, type FlowResult } from './result.js'
 
 export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
   const n = names(tag)
@@ -15,13 +15,5 @@ export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
   const added = await addUserEmail({ client, path: { user_id: me.data.id }, body: { address: n.second }, throwOnError: true })
   const refused = await getUser({ client, path: { user_id: 1 } })
   if (!refused.error) throw new Error('reading another user was not refused')
-  return {
-    userId: me.data.id,
-    name: renamed.data.name,
-    listedIds: listed.data.items.map((u) => u.id),
-    address: added.data.address,
-    primary: added.data.primary,
-    forbiddenStatus: refused.response?.status ?? 0,
-    forbiddenCode: refused.error.code
-  }
+  return report(me.data, renamed.data, listed.data, added.data, { status: refused.response?.status ?? 0, code: refused.error.code })
 }

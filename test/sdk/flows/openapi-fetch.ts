@@ -1,7 +1,7 @@
 // The flow an SDK user writes with openapi-typescript's types and openapi-fetch.
 import createClient from 'openapi-fetch'
 import type { paths } from '../out/openapi-typescript/roster.js'
-import { names, type FlowResult } from './result.js'
+import { names, report, type FlowResult } from './result.js'
 
 export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
   const n = names(tag)
@@ -21,13 +21,5 @@ export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
   if (!added.data) throw new Error('addUserEmail failed')
   const refused = await client.GET('/users/{user_id}', { params: { path: { user_id: 1 } } })
   if (!refused.error) throw new Error('reading another user was not refused')
-  return {
-    userId: me.data.id,
-    name: renamed.data.name,
-    listedIds: listed.data.items.map((u) => u.id),
-    address: added.data.address,
-    primary: added.data.primary,
-    forbiddenStatus: refused.response.status,
-    forbiddenCode: refused.error.code
-  }
+  return report(me.data, renamed.data, listed.data, added.data, { status: refused.response.status, code: refused.error.code })
 }

@@ -1,6 +1,6 @@
 // The flow an SDK user writes with orval's generated fetch functions.
 import { addUserEmail, createToken, createUser, getUser, listUsers, setUserName } from '../out/orval/roster.js'
-import { names, type FlowResult } from './result.js'
+import { names, report, type FlowResult } from './result.js'
 
 export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
   const n = names(tag)
@@ -30,15 +30,7 @@ export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
     if (added.status !== 201) throw new Error(`addUserEmail: ${added.status}`)
     const refused = await getUser(1)
     if (refused.status !== 401) throw new Error(`reading another user: ${refused.status}`)
-    return {
-      userId: me.data.id,
-      name: renamed.data.name,
-      listedIds: listed.data.items.map((u) => u.id),
-      address: added.data.address,
-      primary: added.data.primary,
-      forbiddenStatus: refused.status,
-      forbiddenCode: refused.data.code
-    }
+    return report(me.data, renamed.data, listed.data, added.data, { status: refused.status, code: refused.data.code })
   } finally {
     globalThis.fetch = real
   }

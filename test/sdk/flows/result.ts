@@ -17,3 +17,14 @@ export const names = (tag: string) => ({
   renamed: `Renamed ${tag}`,
   second: `second.${tag}@example.com`
 })
+
+/** A flow's result from the answers it got, whatever shape its generator gives them. */
+export function report(
+  me: { id: number }, renamed: { name: string }, listed: { items: Array<{ id: number }> }, added: { address: string; primary: boolean },
+  forbidden: { status: number; code: string }
+): FlowResult {
+  return {
+    userId: me.id, name: renamed.name, listedIds: listed.items.map((u) => u.id), address: added.address, primary: added.primary,
+    forbiddenStatus: forbidden.status, forbiddenCode: forbidden.code
+  }
+}

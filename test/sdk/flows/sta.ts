@@ -1,6 +1,6 @@
 // The flow an SDK user writes with swagger-typescript-api's generated class.
 import { Api, type HttpResponse, type Problem } from '../out/sta/api.js'
-import { names, type FlowResult } from './result.js'
+import { names, report, type FlowResult } from './result.js'
 
 export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
   const n = names(tag)
@@ -20,13 +20,5 @@ export async function flow(baseUrl: string, tag: string): Promise<FlowResult> {
     forbidden = { status: response.status, code: response.error.code }
   }
   if (!forbidden) throw new Error('reading another user was not refused')
-  return {
-    userId: me.data.id,
-    name: renamed.data.name,
-    listedIds: listed.data.items.map((u) => u.id),
-    address: added.data.address,
-    primary: added.data.primary,
-    forbiddenStatus: forbidden.status,
-    forbiddenCode: forbidden.code
-  }
+  return report(me.data, renamed.data, listed.data, added.data, forbidden)
 }
