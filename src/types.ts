@@ -7,6 +7,7 @@ import type { EmailsService } from './emails/service.js'
 import type { CursorCodec } from './http/cursor.js'
 import type { RoutePlan } from './http/lifecycle.js'
 import type { SessionsService } from './sessions/service.js'
+import type { AnswerSeal } from './idempotency/service.js'
 import type { MailDeliverer } from './mail/deliverer.js'
 import type { UsersService } from './users/service.js'
 import type { VerificationService } from './verification/service.js'
@@ -34,8 +35,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The authenticated caller, or null (a public route's anonymous caller; see `callerOf`). */
     caller: Caller | null
-    /** The stored Idempotency-Key this request took, until its answer is kept (see http/idempotency.ts). */
-    idempotencyKey: string | null
+    /** The Idempotency-Key this request took (its stored hash, and the seal of its answer), until the answer is kept. */
+    idempotencyKey: { hash: string; seal: AnswerSeal } | null
   }
   interface FastifyContextConfig {
     auth?: AuthRule

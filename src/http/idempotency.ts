@@ -27,10 +27,12 @@ export function idempotencyStep(keys: IdempotencyKeys): RouteStep {
       if (typeof key !== 'string' || !KEY.test(key)) {
         throw invalidField('/idempotency-key', 'header', 'must be 1 to 255 printable ASCII characters without spaces (a UUID, say)')
       }
-      const keyHash = keys.keyHash(request.caller ? `u${request.caller.id}` : 'anonymous', key)
-      const outcome = await keys.begin(keyHash, keys.requestHash(request.method, request.url, request.body))
+      const scope = request.caller ? `u${request.caller.id}` : 'anonymous'
+      const keyHash = keys.keyHash(scope, key)
+      const seal = keys.seal(scope, key)
+      const outcome = await keys.begin(keyHash, keys.requestHash(request.method, request.url, request.body), seal)
       if (outcome.run) {
-        request.idempotencyKey = keyHash
+        request.idempotencyKey = { hash: keyHash, seal }
         return
       }
       const { answer } = outcome
@@ -48,11 +50,11 @@ export function idempotencyRecordStep(keys: IdempotencyKeys): RouteStep {
   return (route) => {
     if (!route.config?.idempotent) return undefined
     return async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
-      const keyHash = request.idempotencyKey
-      if (!keyHash) return payload
+      const taken = request.idempotencyKey
+      if (!taken) return payload
       request.idempotencyKey = null
       try {
-        await keys.finish(keyHash, {
+        await keys.finish(taken.hash, taken.seal, {
           status: reply.statusCode,
           contentType: header(reply, 'content-type'),
           location: header(reply, 'location'),

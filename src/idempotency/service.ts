@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
 import { IdempotencyKeyInUse, IdempotencyKeyReused } from '../common/errors.js'
 import type { Db } from '../database/index.js'
 import { dropKey, findKey, keepAnswer, purgeExpiredKeys, takeKey, takeOver, type KeyRow } from './repository.js'
@@ -25,6 +25,32 @@ export interface KeptAnswer {
 export type Outcome = { run: true } | { run: false; answer: KeptAnswer }
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
+
+/**
+ * A kept answer may hold secrets (a login's tokens): it is stored sealed with AES-256-GCM under a key derived from the
+ * client's Idempotency-Key itself, which the database never holds (only a hash of it, under another label). Whoever
+ * reads the table cannot read the answers; a retry, which brings the key, can.
+ */
+export class AnswerSeal {
+  private readonly key: Buffer
+  constructor(scope: string, idempotencyKey: string) {
+    this.key = createHash('sha256').update(`answer\n${scope}\n${idempotencyKey}`).digest()
+  }
+
+  seal(body: string): string {
+    const iv = randomBytes(12)
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv)
+    const sealed = Buffer.concat([cipher.update(body, 'utf8'), cipher.final()])
+    return `${iv.toString('base64')}.${cipher.getAuthTag().toString('base64')}.${sealed.toString('base64')}`
+  }
+
+  open(stored: string): string {
+    const [iv, tag, sealed] = stored.split('.')
+    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv ?? '', 'base64'))
+    decipher.setAuthTag(Buffer.from(tag ?? '', 'base64'))
+    return Buffer.concat([decipher.update(Buffer.from(sealed ?? '', 'base64')), decipher.final()]).toString('utf8')
+  }
+}
 
 /** Every value at every depth, keys sorted: two bodies that differ only in key order are the same request. */
 function canonical(value: unknown): unknown {
@@ -53,11 +79,15 @@ export class IdempotencyKeys {
     return sha256(`${scope}\n${key}`)
   }
 
+  seal(scope: string, key: string): AnswerSeal {
+    return new AnswerSeal(scope, key)
+  }
+
   requestHash(method: string, path: string, body: unknown): string {
     return sha256(`${method} ${path}\n${JSON.stringify(canonical(body ?? null))}`)
   }
 
-  async begin(keyHash: string, requestHash: string): Promise<Outcome> {
+  async begin(keyHash: string, requestHash: string, seal: AnswerSeal): Promise<Outcome> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const now = Date.now()
       if (await takeKey(this.db, keyHash, requestHash, now, now + this.options.keepMs)) return { run: true }
@@ -70,15 +100,15 @@ export class IdempotencyKeys {
       }
       if (row.request_hash !== requestHash) throw new IdempotencyKeyReused()
       if (row.state === 'running') throw new IdempotencyKeyInUse()
-      return { run: false, answer: { status: row.status!, contentType: row.content_type, location: row.location, etag: row.etag, body: row.body ?? '' } }
+      return { run: false, answer: { status: row.status!, contentType: row.content_type, location: row.location, etag: row.etag, body: seal.open(row.body ?? '') } }
     }
     throw new IdempotencyKeyInUse()
   }
 
   /** The request answered: below 500 its answer is kept for retries; a 5xx frees the key, so a retry runs again. */
-  async finish(keyHash: string, answer: KeptAnswer): Promise<void> {
+  async finish(keyHash: string, seal: AnswerSeal, answer: KeptAnswer): Promise<void> {
     if (answer.status >= 500) await dropKey(this.db, keyHash)
-    else await keepAnswer(this.db, keyHash, answer)
+    else await keepAnswer(this.db, keyHash, { ...answer, body: seal.seal(answer.body) })
   }
 
   purge(): Promise<void> {

@@ -34,6 +34,26 @@ t.test('a retry with the same key and body answers the first answer again and cr
   assertProblem(t, without, 409, 'EMAIL_TAKEN', 'without a key, a second sign-up is a second request')
 })
 
+t.test('kept answers are sealed: a login replayed gives its tokens again, the table never shows them', async (t) => {
+  const app = await build(t)
+  await signUp(app, undefined, 'sealed@example.com')
+  const login = () => app.inject({
+    method: 'POST', url: '/auth/tokens', headers: { 'idempotency-key': 'login-key-1' }, payload: { email: 'sealed@example.com', password: 'password-123' }
+  })
+  const first = await login()
+  t.equal(first.statusCode, 201)
+  const again = await login()
+  t.equal(again.headers['idempotent-replayed'], 'true')
+  t.equal(again.json().token, first.json().token, 'the same tokens: a lost answer is not a lost session')
+  const rows = await app.db.selectFrom('idempotency_keys').select(['key_hash', 'body']).execute()
+  t.equal(rows.length, 1)
+  t.notOk(rows[0]!.body!.includes(first.json().token), 'the access token is not stored readable')
+  t.notOk(rows[0]!.body!.includes(first.json().refresh_token), 'nor the refresh token')
+  t.notOk(rows[0]!.key_hash.includes('login-key-1'), 'nor the key')
+  const sessions = await app.db.selectFrom('sessions').select('id').execute()
+  t.equal(sessions.length, 1, 'one session for the two requests')
+})
+
 t.test('the same key with another request is 422; a malformed key is 400', async (t) => {
   const app = await build(t)
   t.equal((await signUp(app, 'key-1', 'first@example.com')).statusCode, 201)
