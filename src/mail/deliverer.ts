@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Db } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
-import { claimDue, markFailed, markRetry, markSent, purgeFinished, type OutboxRow } from './repository.js'
+import { claimDue, markFailed, markRetry, markSent, purgeFinished, releaseClaims, type OutboxRow } from './repository.js'
 import { render, type Mail } from './templates.js'
 import { DeliveryFailure, type MailTransport } from './transports.js'
 
@@ -112,8 +112,12 @@ export class MailDeliverer {
       const claim = randomBytes(12).toString('base64url')
       const started = Date.now()
       const rows = await inTransaction(this.db, (trx) => claimDue(trx, started, this.options.batch, claim, started + this.options.leaseMs))
-      for (const row of rows) {
-        if (this.stopped) return
+      for (const [i, row] of rows.entries()) {
+        if (this.stopped) {
+          // Stopping: what this run claimed and did not reach is given back, not left leased for minutes.
+          await releaseClaims(this.db, rows.slice(i).map((r) => r.id), claim, Date.now())
+          return
+        }
         await this.deliver(row, claim)
       }
       if (rows.length < this.options.batch || this.stopped) return

@@ -38,6 +38,13 @@ export async function markSent(db: Db, id: number, claim: string, now: number): 
   return Number(result.numUpdatedRows) > 0
 }
 
+/** Gives back mails a run claimed but did not reach (the deliverer stopped): due again at once, for anyone. */
+export async function releaseClaims(db: Db, ids: number[], claim: string, now: number): Promise<void> {
+  if (ids.length === 0) return
+  await db.updateTable('mail_outbox').set({ claim: null, next_attempt_at: now })
+    .where('id', 'in', ids).where('claim', '=', claim).where('state', '=', 'pending').execute()
+}
+
 /** A temporary failure: tried again at `nextAttemptAt`. */
 export async function markRetry(db: Db, id: number, claim: string, attempts: number, nextAttemptAt: number, error: string): Promise<void> {
   await db.updateTable('mail_outbox')

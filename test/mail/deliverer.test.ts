@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { App } from '../../src/app.js'
-import { retryDelay } from '../../src/mail/deliverer.js'
+import { MailDeliverer, retryDelay } from '../../src/mail/deliverer.js'
 import { render, timeLeft } from '../../src/mail/templates.js'
 import { build, newUser, sharedDatabase } from '../helpers.js'
 import { TestSmtp, tokenIn } from './smtp.js'
@@ -107,4 +107,32 @@ t.test('without SMTP_URL each mail goes to the log, token included: the flow wor
   t.equal(res.statusCode, 200)
   t.equal(res.json().verified, true)
   t.ok(user)
+})
+
+t.test('a deliverer stopping mid-batch gives back what it claimed and did not reach', async (t) => {
+  const app = await build(t)
+  await app.mail.stop()
+  for (let i = 0; i < 3; i++) await newUser(app, { email: `stopping${i}@example.com` })
+  let release: () => void = () => {}
+  const sent: string[] = []
+  const transport = {
+    name: 'held',
+    send: async (mail: { to: string }) => {
+      sent.push(mail.to)
+      await new Promise<void>((resolve) => { release = resolve })
+    },
+    close() {}
+  }
+  const log = { info() {}, warn() {}, error() {} }
+  const deliverer = new MailDeliverer(app.db, transport, log, { pollMs: 60_000, batch: 10 })
+  deliverer.start()
+  await until('the first send to start', async () => sent.length === 1)
+  const stopped = deliverer.stop()
+  release()
+  await stopped
+  const rows = await app.db.selectFrom('mail_outbox').select(['recipient', 'state', 'claim', 'next_attempt_at']).where('recipient', 'like', 'stopping%').orderBy('id').execute()
+  t.equal(rows.filter((r) => r.state === 'sent').length, 1, 'the mail in hand was finished')
+  const rest = rows.filter((r) => r.state === 'pending')
+  t.equal(rest.length, 2)
+  t.ok(rest.every((r) => r.claim === null && r.next_attempt_at <= Date.now()), 'the others are due again at once, for any instance')
 })
