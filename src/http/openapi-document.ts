@@ -61,8 +61,9 @@ export function completeDocument(doc: Obj, options: DocumentOptions = { forbidde
       if (!op) continue
       const responses: Obj = op.responses ?? {}
       if (options.forbiddenStatus === 403 && responses['401'] && op.security === undefined) {
+        const refused = JSON.parse(JSON.stringify(responses['401'])) as Obj
         responses['401'] = { ...responses['401'], description: 'Not authenticated (UNAUTHENTICATED)' }
-        responses['403'] = { ...responses['401'], description: 'Authenticated but not allowed (FORBIDDEN and route-specific codes)' }
+        responses['403'] = { ...refused, description: 'Authenticated but not allowed (FORBIDDEN and route-specific codes)' }
       }
       const limited = Boolean(responses['429'])
       // Anything may fail unexpectedly: INTERNAL, with no detail of why.
@@ -120,5 +121,57 @@ export function completeDocument(doc: Obj, options: DocumentOptions = { forbidde
       }
     }
   }
+  shareComponents(doc)
   return doc
+}
+
+/** Parameters that recur across operations, by `in:name`, and the component each becomes. */
+const SHARED_PARAMETERS: Record<string, string> = {
+  'path:user_id': 'UserId', 'path:email_id': 'EmailId', 'path:session_id': 'SessionId',
+  'query:limit': 'Limit', 'query:cursor': 'Cursor',
+  'header:If-Match': 'IfMatch', 'header:If-None-Match': 'IfNoneMatch', 'header:Idempotency-Key': 'IdempotencyKey'
+}
+
+/** Responses that mean the same wherever they occur, by status, and the component each becomes. */
+const SHARED_RESPONSES: Record<string, string> = {
+  304: 'NotModified', 412: 'PreconditionFailed', 413: 'PayloadTooLarge', 415: 'UnsupportedMediaType',
+  422: 'IdempotencyKeyReused', 429: 'RateLimited', 500: 'Internal', 503: 'Unavailable'
+}
+
+/**
+ * Moves what recurs into `components.parameters` and `components.responses`, referenced where it was: a generator
+ * then makes one type of each, and the document says once what a 412 or a `user_id` is. Of the forms one parameter
+ * or status takes, the commonest is shared; another form (a health check's 503, which is never rate limited) stays
+ * where it is.
+ */
+function shareComponents(doc: Obj): void {
+  const operations: Obj[] = []
+  for (const item of Object.values<Obj>(doc.paths ?? {})) for (const method of METHODS) if (item[method]) operations.push(item[method])
+  const commonest = (forms: string[]) => {
+    const counts = new Map<string, number>()
+    for (const form of forms) counts.set(form, (counts.get(form) ?? 0) + 1)
+    return [...counts].sort((a, b) => b[1] - a[1])[0]
+  }
+
+  doc.components.parameters ??= {}
+  for (const [key, name] of Object.entries(SHARED_PARAMETERS)) {
+    const forms = operations.flatMap((op) => (op.parameters ?? []).filter((p: Obj) => `${p.in}:${p.name}` === key).map((p: Obj) => JSON.stringify(p)))
+    const shared = commonest(forms)
+    if (!shared || shared[1] < 2) continue
+    doc.components.parameters[name] = JSON.parse(shared[0])
+    for (const op of operations) {
+      op.parameters = (op.parameters ?? []).map((p: Obj) => (JSON.stringify(p) === shared[0] ? { $ref: `#/components/parameters/${name}` } : p))
+    }
+  }
+
+  doc.components.responses ??= {}
+  for (const [status, name] of Object.entries(SHARED_RESPONSES)) {
+    const forms = operations.filter((op) => op.responses?.[status]).map((op) => JSON.stringify(op.responses[status]))
+    const shared = commonest(forms)
+    if (!shared || shared[1] < 2) continue
+    doc.components.responses[name] = JSON.parse(shared[0])
+    for (const op of operations) {
+      if (op.responses?.[status] && JSON.stringify(op.responses[status]) === shared[0]) op.responses[status] = { $ref: `#/components/responses/${name}` }
+    }
+  }
 }
