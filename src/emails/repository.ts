@@ -1,4 +1,4 @@
-import type { Selectable } from 'kysely'
+import { sql, type Selectable } from 'kysely'
 import type { EmailsTable } from '../../db/types.js'
 import { EmailTaken } from '../common/errors.js'
 import { normalizeAddress } from '../common/text.js'
@@ -114,10 +114,13 @@ export async function deleteUserEmails(trx: Trx, userId: number): Promise<void> 
   await trx.deleteFrom('emails').where('user_id', '=', userId).execute()
 }
 
-/** The user's oldest address, if it has any. */
+/**
+ * The address that becomes primary when the primary goes: the user's oldest verified address, else its oldest
+ * (version 1's rule, for a user with no verified address left), if it has any.
+ */
 export async function oldestEmailId(trx: Trx, userId: number): Promise<number | undefined> {
   const row = await trx.selectFrom('emails').select('id').where('user_id', '=', userId)
-    .orderBy('created_at').orderBy('id').limit(1).executeTakeFirst()
+    .orderBy(sql`case when verified_at is null then 1 else 0 end`).orderBy('created_at').orderBy('id').limit(1).executeTakeFirst()
   return row?.id
 }
 

@@ -129,7 +129,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'owner' },
     schema: {
       operationId: 'deleteUserEmail', tags, summary: 'Remove one address (owner only)',
-      description: 'Only the owning user may remove its addresses, admins included in the refusal. Removing the primary promotes the oldest remaining address; removing the last is 401 EMAIL_REQUIRED while REQUIRE_EMAIL is true.',
+      description: 'Only the owning user may remove its addresses, admins included in the refusal. Removing the primary promotes the oldest verified remaining address (else the oldest); removing the last is 401 EMAIL_REQUIRED while REQUIRE_EMAIL is true.',
       params: EmailParams, headers: IfMatch,
       response: { 204: NoContent, ...problems(400, [401, 'UNAUTHENTICATED', 'FORBIDDEN', 'EMAIL_REQUIRED'], [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND'], 412) }
     }
@@ -143,7 +143,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'owner' },
     schema: {
       operationId: 'deleteUserPrimaryEmail', tags, summary: 'Remove the primary address (owner only)',
-      description: 'The oldest remaining address becomes primary. 401 EMAIL_REQUIRED when it is the last address while REQUIRE_EMAIL is true.',
+      description: 'The oldest verified remaining address (else the oldest) becomes primary. 401 EMAIL_REQUIRED when it is the last address while REQUIRE_EMAIL is true.',
       params: UserParams, headers: IfMatch,
       response: { 204: NoContent, ...problems(400, [401, 'UNAUTHENTICATED', 'FORBIDDEN', 'EMAIL_REQUIRED'], [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND'], 412) }
     }

@@ -30,7 +30,7 @@ export interface EmailChange {
  * Runs a write that claims `address` for the user `claimant`. When the unique index refuses it because another user
  * holds the address as a stale claim (set at or before `cutoff` and never verified), that claim is given up and the
  * write is tried once more: an unverified claim cannot keep an address from its real owner for ever. The former
- * holder loses the address; if it was its primary, its oldest remaining address becomes primary.
+ * holder loses the address; if it was its primary, its oldest remaining address (verified first) becomes primary.
  */
 export async function claimingStale<T>(trx: Trx, address: string, claimant: number, cutoff: number, write: () => Promise<T>): Promise<T> {
   try {
@@ -173,7 +173,7 @@ export class EmailsService {
   }
 
   /**
-   * Removes an address. Removing the primary promotes the oldest remaining address; removing the last one is
+   * Removes an address. Removing the primary promotes the oldest verified remaining address (else the oldest); removing the last one is
    * EMAIL_REQUIRED while REQUIRE_EMAIL holds.
    */
   async remove(userId: number, target: EmailTarget, expected: Expected): Promise<void> {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { App } from '../../src/app.js'
-import { adminUser, assertProblem, build, newUser, type TestUser } from '../helpers.js'
+import { adminUser, assertProblem, build, markVerified, newUser, type TestUser } from '../helpers.js'
 
 const addEmail = (app: App, who: TestUser, userId: number, address: string) =>
   app.inject({ method: 'POST', url: `/users/${userId}/emails`, headers: who.headers, payload: { address } })
@@ -97,6 +97,18 @@ t.test('deletes are for the owner only, admins included in the refusal', async (
   assertProblem(t, await app.inject({ method: 'DELETE', url: `/users/${user.id}/email` }), 401, 'UNAUTHENTICATED')
   t.equal((await app.db.selectFrom('emails').select('id').where('user_id', '=', user.id).execute()).length, 2, 'nothing removed')
   t.equal((await app.inject({ method: 'DELETE', url: `/users/${user.id}/emails/${second.id}`, headers: user.headers })).statusCode, 204)
+})
+
+t.test('removing the primary promotes the oldest verified address before any unverified one', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app, { email: 'v1@example.com' })
+  await addEmail(app, user, user.id, 'older-unverified@example.com')
+  const verified = (await addEmail(app, user, user.id, 'newer-verified@example.com')).json()
+  // test/verification/flows.test.ts verifies through real mail; here only which address is promoted is at stake.
+  await markVerified(app, 'newer-verified@example.com')
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${user.id}/email`, headers: user.headers })).statusCode, 204)
+  const primary = (await app.inject({ url: `/users/${user.id}/email`, headers: user.headers })).json()
+  t.equal(primary.id, verified.id, 'the verified address, though newer')
 })
 
 t.test('removing the primary promotes the oldest remaining address', async (t) => {
