@@ -17,7 +17,9 @@ export function isRetryable(err: unknown): boolean {
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH',
   'PROTOCOL_CONNECTION_LOST', 'PROTOCOL_SEQUENCE_TIMEOUT', 'ER_CON_COUNT_ERROR', 'POOL_CLOSED', 'DB_TIMEOUT',
-  'ER_SERVER_SHUTDOWN', 'SQLITE_BUSY', 'SQLITE_IOERR'
+  'ER_SERVER_SHUTDOWN', 'SQLITE_BUSY', 'SQLITE_IOERR',
+  // Galera: a node that is not (yet) part of the primary component, "WSREP has not yet prepared node for application use".
+  'ER_UNKNOWN_COM_ERROR'
 ])
 
 /** The database could not be reached or is saturated: the request may succeed later (503, not 500). */

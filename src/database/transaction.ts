@@ -2,17 +2,24 @@ import { MysqlAdapter } from 'kysely'
 import type { Db, Trx } from './index.js'
 import { isRetryable } from './errors.js'
 
+/** Attempts of a transaction that keeps losing deadlocks (or, on Galera, certification at commit) before 503. */
+const ATTEMPTS = 8
+
 /**
- * Runs fn in a transaction, retrying the whole of it a few times when the engine reports a deadlock. On MySQL the
- * transaction is READ COMMITTED, as every connection of the pool is (see READ_COMMITTED in database/index.ts).
+ * Runs fn in a transaction, retrying the whole of it when the engine reports a deadlock: InnoDB's own, or a Galera
+ * cluster's certification conflict (two nodes committed writes to the same rows; the later one is told "deadlock"
+ * at commit and nothing of it was applied). The delays grow and are jittered, so that writers contending for one row
+ * from several nodes spread out; a transaction that still loses is answered 503 (see database/errors.ts). On MySQL
+ * the transaction is READ COMMITTED, as every connection of the pool is (see READ_COMMITTED in database/index.ts).
  */
 export async function inTransaction<T>(db: Db, fn: (trx: Trx) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await db.transaction().execute(fn)
     } catch (err) {
-      if (attempt >= 4 || !isRetryable(err)) throw err
-      await new Promise((r) => setTimeout(r, 5 * attempt + Math.random() * 10))
+      if (attempt >= ATTEMPTS || !isRetryable(err)) throw err
+      const ceiling = Math.min(200, 5 * 2 ** attempt)
+      await new Promise((r) => setTimeout(r, ceiling / 2 + Math.random() * ceiling / 2))
     }
   }
 }

@@ -6,7 +6,7 @@ import {
   Conflict, DomainError, Forbidden, InvalidInput, MethodNotAllowed, NotFound, PayloadTooLarge, RateLimited, RequestTimeout, Unauthenticated, Unavailable,
   Unprocessable, UnsupportedMediaType, VersionConflict
 } from '../common/errors.js'
-import { isUnavailable } from '../database/errors.js'
+import { isRetryable, isUnavailable } from '../database/errors.js'
 import type { OutageLog } from './outage.js'
 
 const BEARER = 'Bearer realm="api"'
@@ -96,6 +96,9 @@ export function toDomainError(err: FastifyError | Error): DomainError | undefine
   const e = err as FastifyError
   if (e.validation) return fromValidation(e)
   if (isUnavailable(err)) return new Unavailable()
+  // A transaction that lost every retry to deadlocks or, on a cluster, certification conflicts: the data was
+  // contended, not broken, and a retry a moment later passes.
+  if (isRetryable(err)) return new Unavailable('The data was changed concurrently too often; try again', 1)
   const status = e.statusCode ?? 500
   if (status === 408) return new RequestTimeout()
   if (status === 413) return new PayloadTooLarge()
@@ -124,6 +127,7 @@ export function installProblems(
     const domain = toDomainError(err)
     const answer = domain ? answerTo(domain, options) : internal()
     if (!(err instanceof DomainError) && isUnavailable(err)) outage.refused(err)
+    else if (isRetryable(err)) request.log.warn({ err }, 'request refused: the data was contended past every retry')
     else if (answer.status >= 500) request.log.error({ err }, 'request failed')
     else if (!(err instanceof DomainError)) request.log.info({ code: err.code, msg: err.message }, 'request refused')
     return sendProblem(reply, answer)
