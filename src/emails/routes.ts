@@ -1,14 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from '@sinclair/typebox'
 import type { FastifyRequest } from 'fastify'
-import { EmailParams, PAGE_SIZE, PageQuery, UserParams } from '../../schemas/common.js'
+import { EmailParams, PageQuery, UserParams } from '../../schemas/common.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from '../../schemas/email.js'
 import { ref } from '../../schemas/ref.js'
 import { isoTimestamp } from '../common/timestamps.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
-import { collection, FORM_TYPES, IdempotencyKey, IfMatch, NoContent, problems, tagged } from '../http/responses.js'
+import { FORM_TYPES, IdempotencyKey, IfMatch, NoContent, pageUnder, problems, tagged } from '../http/responses.js'
 import { emailPath, presentEmail } from './present.js'
 
 const tags = ['emails']
@@ -36,13 +36,9 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const userId = request.params.user_id
-    const { limit = PAGE_SIZE, cursor } = request.query
-    const scope = `emails:${userId}`
-    const after = cursor === undefined ? 0 : app.cursors.decode(cursor, scope)
-    const rows = await service.list(userId, after, limit)
-    return collection(reply, {
-      base, path: `/users/${userId}/emails`, params: [['limit', String(limit)]], limit, cursor, rows,
-      nextCursor: (id) => app.cursors.encode(id, scope),
+    return pageUnder(reply, {
+      base, path: `/users/${userId}/emails`, scope: `emails:${userId}`, query: request.query, cursors: app.cursors,
+      fetch: (after, limit) => service.list(userId, after, limit),
       present: (row) => presentEmail(row, base)
     })
   })
@@ -164,14 +160,13 @@ const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
   const service = app.services.emails
   await acceptRawBodies(app)
-  const body = keyPathBody('email')
   for (const method of ['PUT', 'POST'] as const) {
     app.route({
       method,
       url: '/users/:user_id/email',
       config: { auth: 'self-or-admin', idempotent: method === 'POST' },
       bodyLimit: KEY_PATH_BODY_LIMIT,
-      preValidation: body.preValidation,
+      preValidation: keyPathBody('email'),
       schema: {
         hide: method === 'POST',
         operationId: method === 'PUT' ? 'setUserPrimaryEmail' : 'postUserPrimaryEmail', tags, consumes: FORM_TYPES,

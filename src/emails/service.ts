@@ -1,3 +1,4 @@
+import type { EmailChange } from '../../schemas/email.js'
 import { EmailLimit, EmailRequired, EmailTaken, EmailUnverified, emailNotFound, invalidField, userNotFound, VersionConflict } from '../common/errors.js'
 import { normalizeAddress } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
@@ -20,11 +21,6 @@ export interface EmailsOptions {
   claimSeconds: number
 }
 
-/** What a PUT to one address changes: its text, whether it is primary, or both. */
-export interface EmailChange {
-  address?: string | undefined
-  primary?: boolean | undefined
-}
 
 /**
  * Runs a write that claims `address` for the user `claimant`. When the unique index refuses it because another user

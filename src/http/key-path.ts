@@ -19,16 +19,15 @@ export const BARE_VALUE_NOTE = 'The value may also be sent bare: as `text/plain`
 
 /**
  * The body of a key path (a path ending in a field name): an object holding that field, in any encoding, or the
- * bare value as the whole body, trimmed (a password never is). The preValidation hook brings every encoding to that
+ * bare value as the whole body, trimmed (a password never is). This preValidation hook brings every encoding to that
  * object, which the route's named schema (schemas/) then validates.
  */
 export function keyPathBody(key: string) {
-  const preValidation = async (request: FastifyRequest) => {
+  return async (request: FastifyRequest) => {
     const body: unknown = request.body
     if (body === undefined || body === null) request.body = {}
     else if (Buffer.isBuffer(body)) request.body = { [key]: fileText(body, key) }
     else if (typeof body === 'string') request.body = { [key]: bareValue(body, key) }
     else if (typeof body !== 'object' || Array.isArray(body)) request.body = { [key]: body }
   }
-  return { preValidation }
 }

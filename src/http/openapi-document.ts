@@ -1,6 +1,6 @@
 /**
  * Completes the OpenAPI document generated from the route schemas with what a schema cannot say: the headers
- * each answer carries, 304 answers, and the bare-value bodies of key paths.
+ * each answer carries, 304 answers, examples of problems, paging, and the components shared between operations.
  */
 
 type Obj = Record<string, any>
@@ -112,12 +112,6 @@ export function completeDocument(doc: Obj, options: DocumentOptions = { forbidde
           name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string', examples: ['"v3"'] },
           description: 'Answer 304 without a body when the ETag still matches'
         }]
-      }
-      const content: Obj | undefined = op.requestBody?.content
-      for (const type of ['text/plain', 'application/octet-stream']) {
-        if (content?.[type]) {
-          content[type] = { schema: { type: 'string', description: 'The bare value (UTF-8, surrounding white space trimmed)' } }
-        }
       }
     }
   }

@@ -12,6 +12,7 @@ export const DOCS_PREFIX = '/docs'
  * bearer tokens the security scheme. Served at /openapi.json, browsable at /docs.
  */
 export async function installOpenApi(app: FastifyInstance): Promise<void> {
+  const version = serviceVersion()
   for (const schema of sharedSchemas) app.addSchema(schema)
 
   await app.register(swagger, {
@@ -19,7 +20,7 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
       openapi: '3.1.0',
       info: {
         title: 'Roster',
-        version: serviceVersion(),
+        version,
         description: GUIDE,
         // The service's own documentation page is where its users find it; the licence is package.json's.
         contact: { name: 'Roster API documentation', url: `${app.config.PUBLIC_URL ?? `http://localhost:${app.config.PORT}`}${DOCS_PREFIX}` },
@@ -57,7 +58,7 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`)
     }
   })
-  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, theme: { title: `Roster ${serviceVersion()}: API documentation` } })
+  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, theme: { title: `Roster ${version}: API documentation` } })
 
   app.get('/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () => app.swagger())
 }

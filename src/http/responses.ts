@@ -1,6 +1,8 @@
 import { STATUS_CODES } from 'node:http'
 import { Type } from '@sinclair/typebox'
 import type { FastifyReply } from 'fastify'
+import { PAGE_SIZE } from '../../schemas/common.js'
+import type { CursorCodec } from './cursor.js'
 import { versionTag } from './etag.js'
 import { Problem, type ErrorCode } from '../../schemas/problem.js'
 import { ref } from '../../schemas/ref.js'
@@ -65,9 +67,6 @@ export const IdempotencyKey = Type.Object({
 /** Request encodings of every write: the same fields as JSON, a urlencoded form or a multipart form. */
 export const FORM_TYPES = ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data']
 
-/** A key path also takes the bare value as the whole body, as text or as a file of any type. */
-export const KEY_PATH_TYPES = [...FORM_TYPES, 'text/plain', 'application/octet-stream']
-
 /** A single resource's answer: its representation, with the ETag of the version it was read at. */
 export function tagged<T>(reply: FastifyReply, version: number, body: T): T {
   reply.header('etag', versionTag(version))
@@ -101,6 +100,29 @@ export function collection<R extends { id: number }, T>(reply: FastifyReply, o: 
     items: page.map(o.present),
     next
   }
+}
+
+/**
+ * A page of a collection under one user (`/users/{id}/emails`, `/users/{id}/sessions`): `limit` defaulted, the
+ * cursor decoded within `scope` (a cursor of another collection is INVALID_CURSOR), the rows after it fetched, and
+ * the page answered with its links.
+ */
+export async function pageUnder<R extends { id: number }, T>(reply: FastifyReply, o: {
+  base: string
+  path: string
+  scope: string
+  query: { limit?: number | undefined; cursor?: string | undefined }
+  cursors: CursorCodec
+  fetch: (afterId: number, limit: number) => Promise<R[]>
+  present: (row: R) => T
+}) {
+  const limit = o.query.limit ?? PAGE_SIZE
+  const cursor = o.query.cursor
+  const after = cursor === undefined ? 0 : o.cursors.decode(cursor, o.scope)
+  return collection(reply, {
+    base: o.base, path: o.path, params: [['limit', String(limit)]], limit, cursor, rows: await o.fetch(after, limit),
+    nextCursor: (id) => o.cursors.encode(id, o.scope), present: o.present
+  })
 }
 
 /** A collection's link: its path and the query that selects it, in a stable order. */

@@ -1,11 +1,11 @@
 import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Id, PAGE_SIZE, PageQuery, UserParams } from '../../schemas/common.js'
+import { Id, PageQuery, UserParams } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import { SessionCollection } from '../../schemas/session.js'
 import { callerOf } from '../http/authenticate.js'
 import { withMultipart } from '../http/bodies.js'
-import { collection, NoContent, problems } from '../http/responses.js'
+import { NoContent, pageUnder, problems } from '../http/responses.js'
 import { presentSession } from './present.js'
 
 const tags = ['sessions']
@@ -27,14 +27,10 @@ const sessions: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const userId = request.params.user_id
-    const { limit = PAGE_SIZE, cursor } = request.query
-    const scope = `sessions:${userId}`
-    const after = cursor === undefined ? 0 : app.cursors.decode(cursor, scope)
     const current = callerOf(request).session_id
-    return collection(reply, {
-      base, path: `/users/${userId}/sessions`, params: [['limit', String(limit)]], limit, cursor,
-      rows: await service.list(userId, after, limit),
-      nextCursor: (id) => app.cursors.encode(id, scope),
+    return pageUnder(reply, {
+      base, path: `/users/${userId}/sessions`, scope: `sessions:${userId}`, query: request.query, cursors: app.cursors,
+      fetch: (after, limit) => service.list(userId, after, limit),
       present: (row) => presentSession(row, base, current)
     })
   })

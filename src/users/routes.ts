@@ -140,7 +140,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
     app.put(`/users/:user_id/${key}`, {
       config: { auth },
       bodyLimit: KEY_PATH_BODY_LIMIT,
-      preValidation: keyPathBody(key).preValidation,
+      preValidation: keyPathBody(key),
       schema: {
         operationId, tags, summary, consumes: FORM_TYPES, description: BARE_VALUE_NOTE,
         params: UserParams, headers: IfMatch, body: ref(body),
@@ -155,11 +155,10 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
   keyPath('status', StatusValue, 'admin', 'setUserStatus', 'Ban or reinstate a user (admin)', ({ status }) => ({ status }), [[409, 'LAST_ADMIN']])
   keyPath('role', RoleValue, 'admin', 'setUserRole', 'Change the role of a user (admin)', ({ role }) => ({ role }), [[409, 'LAST_ADMIN']])
 
-  const password = keyPathBody('password')
   app.put('/users/:user_id/password', {
     config: { auth: 'self-or-admin' },
     bodyLimit: KEY_PATH_BODY_LIMIT,
-    preValidation: password.preValidation,
+    preValidation: keyPathBody('password'),
     schema: {
       operationId: 'setUserPassword', tags, summary: 'Change a password', consumes: FORM_TYPES,
       description: 'A user changing its own password sends `current_password`; an admin changing another user\'s does not. Every other token of the user is revoked.',
