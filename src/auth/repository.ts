@@ -10,12 +10,16 @@ export async function insertToken(trx: Trx, userId: number, sessionId: number, h
   await trx.insertInto('tokens').values({ token_hash: hash, user_id: userId, session_id: sessionId, created_at: now, expires_at: expiresAt }).execute()
 }
 
+/** A caller found by its token hash: at once where the engine answers synchronously (SQLite), else a promise. */
+export type FindCaller = (hash: string) => Caller | undefined | Promise<Caller | undefined>
+
 /**
  * The caller a token belongs to, with its whole user row and primary address, in one indexed query: expired tokens
  * and banned users resolve to nobody. For the hot path, the query is built and compiled once; each request only
- * executes it with its own values, through the database's direct read (no executor around it).
+ * executes it with its own values, through the database's direct read (no executor around it, and no promise where
+ * the engine needs none).
  */
-export function callerLookup(db: Db, read: DirectRead): (hash: string) => Promise<Caller | undefined> {
+export function callerLookup(db: Db, read: DirectRead): FindCaller {
   const HASH = '\u0000hash'
   const NOW = -1
   const compiled = callerQuery(db, HASH, NOW).compile()
@@ -23,13 +27,17 @@ export function callerLookup(db: Db, read: DirectRead): (hash: string) => Promis
   const hashAt = template.indexOf(HASH)
   const nowAt = template.indexOf(NOW)
   if (hashAt < 0 || nowAt < 0) throw new Error('callerLookup: the compiled query lost a parameter')
-  return async (hash) => {
+  const first = (rows: Caller[], hash: string) => {
+    const row = rows[0]
+    if (row) row.tokenHash = hash
+    return row
+  }
+  return (hash) => {
     const parameters = template.slice()
     parameters[hashAt] = hash
     parameters[nowAt] = Date.now()
-    const row = (await read<Caller>(compiled.sql, parameters))[0]
-    if (row) row.tokenHash = hash
-    return row
+    const rows = read<Caller>(compiled.sql, parameters)
+    return rows instanceof Promise ? rows.then((r) => first(r, hash)) : first(rows, hash)
   }
 }
 

@@ -1,13 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Caller } from '../auth/repository.js'
+import type { Caller, FindCaller } from '../auth/repository.js'
 import { allows, AUTH_RULES, isAuthRule, type AuthRule } from '../auth/rules.js'
 import { tokenHash } from '../auth/secrets.js'
 import { DomainError, Forbidden, Unauthenticated } from '../common/errors.js'
 import type { RouteStep } from './lifecycle.js'
 
 export interface AuthenticateOptions {
-  /** The caller a token hash belongs to: one indexed query. */
-  findCaller: (hash: string) => Promise<Caller | undefined>
+  /** The caller a token hash belongs to: one indexed query, answered at once where the engine is synchronous. */
+  findCaller: FindCaller
   /** Routes under these prefixes are public without declaring it (routes added by third-party plugins). */
   publicPrefixes: string[]
   /** Runs when a request is refused at authentication: it may answer with an error of its own (a 429) instead. */
@@ -32,16 +32,44 @@ export function authenticateStep(options: AuthenticateOptions): RouteStep {
       throw new Error(`Route ${String(route.method)} ${route.url} must declare config.auth (one of ${AUTH_RULES.join(', ')})`)
     }
     route.config = { ...route.config, auth: rule }
-    return async (request: FastifyRequest, reply: FastifyReply) => {
+    const isPublic = rule === 'public'
+    /** Once the caller is known (or known to be nobody): on, or refused. */
+    const decide = (request: FastifyRequest, reply: FastifyReply, done: Done, caller: Caller | undefined) => {
+      request.caller = caller ?? null
+      if (isPublic || caller) return done()
+      refuse(request, reply, done)
+    }
+    // Callback-style, so that a caller found at once (SQLite) goes on at once, with no promise in between.
+    return (request: FastifyRequest, reply: FastifyReply, done: Done) => {
       const token = bearerToken(request.headers.authorization)
-      if (token) request.caller = (await options.findCaller(tokenHash(token))) ?? null
-      if (rule === 'public' || request.caller) return
-      const answer = await options.onRefusal?.(request, reply)
-      if (answer) throw answer
-      throw new Unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined)
+      if (!token) return decide(request, reply, done, undefined)
+      let found: ReturnType<FindCaller>
+      try {
+        found = options.findCaller(tokenHash(token))
+      } catch (err) {
+        return done(err as Error)
+      }
+      if (found instanceof Promise) found.then((caller) => decide(request, reply, done, caller), done)
+      else decide(request, reply, done, found)
     }
   }
+
+  /** A refusal: the onRefusal answer (a 429) if it gives one, else 401. */
+  function refuse(request: FastifyRequest, reply: FastifyReply, done: Done) {
+    const unauthenticated = () =>
+      new Unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined)
+    let answer: ReturnType<NonNullable<AuthenticateOptions['onRefusal']>>
+    try {
+      answer = options.onRefusal?.(request, reply)
+    } catch (err) {
+      return done(err as Error)
+    }
+    if (answer instanceof Promise) answer.then((a) => done(a ?? unauthenticated()), done)
+    else done(answer ?? unauthenticated())
+  }
 }
+
+type Done = (err?: Error) => void
 
 /** The authorize step: the route's rule against the caller and the `user_id` it names (validated by then). */
 export const authorizeStep: RouteStep = (route) => {
