@@ -21,6 +21,7 @@ import { CursorCodec } from './http/cursor.js'
 import { canonicalIdsStep } from './http/ids.js'
 import { idempotencyRecordStep, idempotencyStep } from './http/idempotency.js'
 import { allowedMethods } from './http/methods.js'
+import { installAccessLog, loggedUrl } from './http/access-log.js'
 import { IdempotencyKeys } from './idempotency/service.js'
 import { installLifecycle } from './http/lifecycle.js'
 import { LogBatch } from './http/log-batch.js'
@@ -70,15 +71,6 @@ function validatorFactory(): BuildCompilerFromPool {
     const strict = pool(externalSchemas, noCoercion as typeof ajvOptions)
     return (route: { httpPart?: string }) => (route.httpPart === 'body' ? strict : coercing)(route as never)
   }) as BuildCompilerFromPool
-}
-
-/**
- * A URL as the access log shows it: e-mail addresses (the `/users/email/{email}` lookup, the `email` filter) are
- * personal data and are not written to logs. Most URLs hold none, and pay one substring search.
- */
-export function loggedUrl(url: string): string {
-  if (!url.includes('email')) return url
-  return url.replace(/(\/users\/email\/)[^/?#]+/, '$1[redacted]').replace(/([?&]email=)[^&#]*/g, '$1[redacted]')
 }
 
 /** Characters of log lines gathered before they are written out, at most a second late. */
@@ -135,7 +127,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
     clientErrorHandler: clientError,
     frameworkErrors: (error, _request, reply) =>
       sendProblem(reply, answerTo(new InvalidInput(error.message, [{ path: '', in: 'path', message: error.message }]))),
-    // One log line per request (the onResponse hook below), not Fastify's two.
+    // One log line per request (http/access-log.ts), not Fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     forceCloseConnections: 'idle'
   }).withTypeProvider<TypeBoxTypeProvider>()
@@ -163,10 +155,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
       (headers['content-length'] === undefined || headers['content-length'] === '0')) delete headers['content-type']
     done()
   })
-  app.addHook('onResponse', (request, reply, done) => {
-    request.log.info({ method: request.method, url: loggedUrl(request.url), statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request')
-    done()
-  })
+  installAccessLog(app, options.logStream ?? stdout)
   app.decorate('config', config)
   app.decorateRequest('caller', null)
   app.decorateRequest('idempotencyKey', null)
