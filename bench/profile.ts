@@ -5,8 +5,9 @@
 // server is profiled alone under the scenario's load (`perf record`, the server on one core and the load generator
 // on another where there are two), and its samples per request are scaled by its SQLite share: every target runs
 // the same statement on the same file, so the samples in `better_sqlite3.node` measure the host's speed at that
-// moment. Figures are µs per request with SQLite's share set to 8 µs (about what it costs on this machine), and
-// ratios to the bare server. Needs Linux `perf` (Debian: linux-perf). See BENCHMARKS.md.
+// moment. That takes out most of the drift, not all: compare medians of several rounds. Figures are µs per request
+// with SQLite's share set to 8 µs (about what it costs on this machine), and ratios to the bare server. Needs Linux
+// `perf` (Debian: linux-perf). See BENCHMARKS.md.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { cpus } from 'node:os'
