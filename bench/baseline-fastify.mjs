@@ -3,7 +3,7 @@
 import { createHash } from 'node:crypto'
 import Database from 'better-sqlite3'
 import Fastify from 'fastify'
-import { SELF_READ_SQL } from './baseline-server.mjs'
+import { SELF_READ_SQL, selfReadBody } from './baseline-server.mjs'
 
 const db = new Database(process.env.SQLITE_FILE, { readonly: true })
 const lookup = db.prepare(SELF_READ_SQL)
@@ -15,10 +15,7 @@ app.get('/users/:id', (request, reply) => {
   if (!u) return reply.code(401).send({ code: 'UNAUTHENTICATED' })
   if (u.id !== Number(request.params.id)) return reply.code(401).send({ code: 'FORBIDDEN' })
   reply.header('etag', `"v${u.version}"`)
-  return reply.send({
-    id: u.id, href: `/users/${u.id}`, name: u.name, email: u.email, status: u.status, role: u.role,
-    created_at: new Date(u.created_at).toISOString(), updated_at: new Date(u.updated_at).toISOString()
-  })
+  return reply.send(selfReadBody(u))
 })
 
 await app.listen({ port: Number(process.env.PORT), host: '127.0.0.1' })

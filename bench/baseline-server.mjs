@@ -19,10 +19,15 @@ function answer(res, id, u) {
   if (!u) return send(res, 401, { code: 'UNAUTHENTICATED' })
   if (u.id !== id) return send(res, 401, { code: 'FORBIDDEN' })
   res.setHeader('etag', `"v${u.version}"`)
-  return send(res, 200, {
+  return send(res, 200, selfReadBody(u))
+}
+
+/** The answer's body: the caller's row as Roster presents a user. */
+export function selfReadBody(u) {
+  return {
     id: u.id, href: `/users/${u.id}`, name: u.name, email: u.email, status: u.status, role: u.role,
     created_at: new Date(u.created_at).toISOString(), updated_at: new Date(u.updated_at).toISOString()
-  })
+  }
 }
 
 /**

@@ -1,4 +1,4 @@
-// npm run bench:profile [-- --rounds 3 --seconds 6 --warmup 7 --users 20000 --targets bare,fastify,roster]
+// npm run bench:profile [-- --rounds 3 --seconds 6 --warmup 7 --users 20000 --targets bare,fastify,roster --reuse]
 //
 // The embedded self-read's CPU per request, with the host's drift taken out. On a shared host the speed of
 // consecutive wall-clock rounds differs by up to half, more than the gap the embedded target is about. Here each
@@ -8,11 +8,12 @@
 // moment. That takes out most of the drift, not all: compare medians of several rounds. Figures are µs per request
 // with SQLite's share set to 8 µs (about what it costs on this machine), and ratios to the bare server. Needs Linux
 // `perf` (Debian: linux-perf). See BENCHMARKS.md.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
+import { execFileSync, spawn } from 'node:child_process'
+import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { parseArgs } from 'node:util'
 import { seed } from '../scripts/seed.js'
+import { startCommand, waitFor } from './processes.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -21,6 +22,7 @@ const { values: args } = parseArgs({
     warmup: { type: 'string', default: '7' },
     users: { type: 'string', default: '20000' },
     targets: { type: 'string', default: 'bare,fastify,roster' },
+    reuse: { type: 'boolean', default: false },
     'sqlite-file': { type: 'string', default: 'bench/results/roster_profile.sqlite' }
   }
 })
@@ -51,33 +53,16 @@ const onCore = (core: number, argv: string[]) => (pin ? ['taskset', '-c', String
 const SERVER_CORE = cpus().length - 1
 
 /** Each target: how it starts (all on the same SQLite file, on PORT). */
-const rosterStart: string[] = (() => {
-  const [node, ...rest] = JSON.parse(readFileSync('package.json', 'utf8')).scripts.start.trim().split(/\s+/)
-  if (node !== 'node') throw new Error('unexpected start script')
-  return rest
-})()
 const TARGETS: Record<string, { argv: string[]; env: Record<string, string> }> = {
   bare: { argv: ['bench/baseline-sqlite.mjs'], env: { SQLITE_FILE } },
   fastify: { argv: ['bench/baseline-fastify.mjs'], env: { SQLITE_FILE } },
   roster: {
-    argv: rosterStart,
+    argv: startCommand(),
     env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000' }
   }
 }
 const targets = args.targets!.split(',').filter(Boolean)
 for (const t of targets) if (!TARGETS[t]) throw new Error(`unknown target ${t}; known: ${Object.keys(TARGETS).join(', ')}`)
-
-async function up(url: string, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    if (child.exitCode !== null) throw new Error(`the server exited with ${child.exitCode}`)
-    try {
-      await fetch(url)
-      return
-    } catch { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`${url} did not come up`)
-}
 
 function loadFor(seconds: number): Promise<{ total: number; rps: number; non2xx: number; errors: number }> {
   const input = JSON.stringify({ url: `http://127.0.0.1:${PORT}`, scenario: 'self-read', duration: seconds, connections: 50, tokensFile: TOKENS })
@@ -107,7 +92,7 @@ async function profile(name: string, round: number): Promise<{ scaled: number; r
   const [cmd, ...rest] = onCore(SERVER_CORE, [process.execPath, ...target.argv])
   const server = spawn(cmd!, rest, { env: { ...process.env, ...target.env, PORT: String(PORT) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   try {
-    await up(`http://127.0.0.1:${PORT}/`, server)
+    await waitFor(`http://127.0.0.1:${PORT}/`, server)
     const load = loadFor(WARMUP + SECONDS)
     await new Promise((r) => setTimeout(r, WARMUP * 1000))
     const file = `bench/results/profile-${name}-${round}.perf`
@@ -132,7 +117,8 @@ async function main() {
     log('building the service (npm run build)')
     execFileSync('npm', ['run', '-s', 'build'], { stdio: 'inherit' })
   }
-  if (!existsSync(SQLITE_FILE) || !existsSync(TOKENS)) {
+  // Seeded afresh unless --reuse: the seeded tokens expire after a week, and a run on expired ones is invalid.
+  if (!args.reuse || !existsSync(SQLITE_FILE) || !existsSync(TOKENS)) {
     for (const suffix of ['', '-wal', '-shm']) rmSync(SQLITE_FILE + suffix, { force: true })
     log(`seeding ${args.users} users into ${SQLITE_FILE}`)
     await seed({ url: `sqlite:${SQLITE_FILE}`, users: Number(args.users), tokensFile: TOKENS, password: 'seed-password-1', log })

@@ -20,6 +20,7 @@ import { tokenHash } from '../src/auth/secrets.js'
 import { callerQuery } from '../src/auth/repository.js'
 import { listUsersQuery } from '../src/users/repository.js'
 import { seed, type SeededUser } from '../scripts/seed.js'
+import { startCommand, waitFor } from './processes.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -75,23 +76,7 @@ async function prepareDatabase(): Promise<void> {
   log(`seeded ${result.users} users, ${result.emails} addresses in ${(result.ms / 1000).toFixed(1)} s`)
 }
 
-async function waitFor(url: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(url)).status < 500) return
-    } catch { /* not up yet */ }
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error(`${url} did not come up`)
-}
 
-/** The node flags and script of `npm start`, so the benchmark measures exactly what production runs. */
-function startCommand(): string[] {
-  const start: string = JSON.parse(readFileSync('package.json', 'utf8')).scripts.start
-  const [node, ...rest] = start.trim().split(/\s+/)
-  if (node !== 'node') throw new Error(`unexpected start script: ${start}`)
-  return rest
-}
 
 function startRoster(databaseUrl = DATABASE_URL, port = ROSTER_PORT): ChildProcess {
   return spawn(process.execPath, startCommand(), {
