@@ -34,8 +34,10 @@ t.test('a start that cannot succeed says in one line which setting to change, wi
     ['MySQL out of reach', { DATABASE_URL: 'mysql://root@127.0.0.1:1/roster' }, /DATABASE_URL: cannot reach MySQL at 127\.0\.0\.1:1/]
   ]
   if (ENGINE === 'mysql') cases.push(['a database that does not exist', { DATABASE_URL: `${MYSQL_URL}/roster_no_such_database` }, /DATABASE_URL names a database that does not exist/])
-  for (const [name, env, message] of cases) {
-    const { code, out } = await run(['src/server.ts'], env)
+  // Each case is a process of its own, started together: their start-ups overlap instead of adding up.
+  const results = await Promise.all(cases.map(([, env]) => run(['src/server.ts'], env)))
+  for (const [i, [name, , message]] of cases.entries()) {
+    const { code, out } = results[i]!
     t.equal(code, 1, `${name}: exit 1`)
     t.match(out, message, `${name}: says so`)
     t.notMatch(out, /^\s+at /m, `${name}: no stack trace (${out.trim().slice(0, 160)})`)
@@ -43,10 +45,9 @@ t.test('a start that cannot succeed says in one line which setting to change, wi
 })
 
 t.test('npm run db:seed -- --help prints its usage', async (t) => {
-  const help = await run(['scripts/seed.ts', '--help'], {})
+  const [help, wrong] = await Promise.all([run(['scripts/seed.ts', '--help'], {}), run(['scripts/seed.ts', '--userz', '5'], {})])
   t.equal(help.code, 0)
   t.match(help.out, /--users N/)
-  const wrong = await run(['scripts/seed.ts', '--userz', '5'], {})
   t.equal(wrong.code, 2, 'an unknown option: exit 2')
   t.match(wrong.out, /Unknown option '--userz'[\s\S]*--users N/, 'with the usage')
 })
