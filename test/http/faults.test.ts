@@ -235,19 +235,44 @@ t.test('batched log lines reach stdout however the process ends', async (t) => {
   }
 })
 
-t.test('a connection that stalls mid-request is closed after the connection timeout, without an answer', async (t) => {
-  const app = await build(t)
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  const { port } = app.server.address() as net.AddressInfo
-  const started = Date.now()
-  const socket = net.connect(port, '127.0.0.1', () => socket.write('GET /health/live HTTP/1.1\r\nHost: roster\r\n'))
-  let received = ''
-  socket.on('data', (d) => { received += d })
-  const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started)))
-  t.equal((await fetch(`http://127.0.0.1:${port}/health/live`)).status, 200, 'the service answers others meanwhile')
-  const closedAfter = await closed
-  t.ok(closedAfter >= 9_000 && closedAfter < 15_000, `closed after ${closedAfter} ms (connectionTimeout 10 s)`)
-  t.equal(received, '', 'no answer to the unfinished request')
+// Each of these waits out a ten-second deadline with nothing to do meanwhile: they wait side by side.
+t.test('the deadlines of a slow client', { jobs: 2 }, async (t) => {
+  t.test('a connection that stalls mid-request is closed after the connection timeout, without an answer', async (t) => {
+    const app = await build(t)
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = app.server.address() as net.AddressInfo
+    const started = Date.now()
+    const socket = net.connect(port, '127.0.0.1', () => socket.write('GET /health/live HTTP/1.1\r\nHost: roster\r\n'))
+    let received = ''
+    socket.on('data', (d) => { received += d })
+    const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started)))
+    t.equal((await fetch(`http://127.0.0.1:${port}/health/live`)).status, 200, 'the service answers others meanwhile')
+    const closedAfter = await closed
+    t.ok(closedAfter >= 9_000 && closedAfter < 15_000, `closed after ${closedAfter} ms (connectionTimeout 10 s)`)
+    t.equal(received, '', 'no answer to the unfinished request')
+  })
+
+  t.test('a body dripped a byte at a time is answered 408 within the body deadline', async (t) => {
+    const app = await build(t)
+    await app.listen({ port: 0, host: '127.0.0.1' })
+    const { port } = app.server.address() as net.AddressInfo
+    const drip = (contentType: string) => new Promise<{ answer: string; ms: number }>((resolve) => {
+      const started = Date.now()
+      let answer = ''
+      const socket = net.connect(port, '127.0.0.1', () => {
+        socket.write(`POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: ${contentType}\r\nContent-Length: 1000\r\n\r\n{`)
+      })
+      const timer = setInterval(() => socket.write(' '), 1000)
+      socket.on('data', (d) => { answer += d })
+      socket.on('close', () => { clearInterval(timer); resolve({ answer, ms: Date.now() - started }) })
+      socket.on('error', () => {})
+    })
+    const [json, form] = await Promise.all([drip('application/json'), drip('multipart/form-data; boundary=x')])
+    t.match(json.answer, /^HTTP\/1.1 408 /, 'a dripped JSON body: 408')
+    t.match(json.answer, /"code":"REQUEST_TIMEOUT"/, 'as problem+json')
+    t.ok(json.ms >= 9_500 && json.ms < 14_000, `after ${json.ms} ms`)
+    t.ok(form.ms < 14_000, `a dripped multipart body: the connection closed after ${form.ms} ms`)
+  })
 })
 
 t.test('malformed HTTP is answered as problem+json too', async (t) => {
@@ -392,24 +417,3 @@ t.test('a log sink that stops reading never stops the service; dropped lines are
   t.equal(await exited, 0, 'and it still stops cleanly')
 })
 
-t.test('a body dripped a byte at a time is answered 408 within the body deadline', async (t) => {
-  const app = await build(t)
-  await app.listen({ port: 0, host: '127.0.0.1' })
-  const { port } = app.server.address() as net.AddressInfo
-  const drip = (contentType: string) => new Promise<{ answer: string; ms: number }>((resolve) => {
-    const started = Date.now()
-    let answer = ''
-    const socket = net.connect(port, '127.0.0.1', () => {
-      socket.write(`POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: ${contentType}\r\nContent-Length: 1000\r\n\r\n{`)
-    })
-    const timer = setInterval(() => socket.write(' '), 1000)
-    socket.on('data', (d) => { answer += d })
-    socket.on('close', () => { clearInterval(timer); resolve({ answer, ms: Date.now() - started }) })
-    socket.on('error', () => {})
-  })
-  const [json, form] = await Promise.all([drip('application/json'), drip('multipart/form-data; boundary=x')])
-  t.match(json.answer, /^HTTP\/1.1 408 /, 'a dripped JSON body: 408')
-  t.match(json.answer, /"code":"REQUEST_TIMEOUT"/, 'as problem+json')
-  t.ok(json.ms >= 9_500 && json.ms < 14_000, `after ${json.ms} ms`)
-  t.ok(form.ms < 14_000, `a dripped multipart body: the connection closed after ${form.ms} ms`)
-})
