@@ -1,15 +1,15 @@
-// npm run bench:profile [-- --rounds 3 --seconds 6 --warmup 7 --users 20000 --targets bare,fastify,roster --reuse]
+// npm run bench:profile [-- --rounds 3 --seconds 6 --warmup 7 --users 20000 --targets bare,fastify,design-nolog,design,roster --reuse]
 //
-// The embedded self-read's CPU per request, with the host's drift taken out. On a shared host the speed of
-// consecutive wall-clock rounds differs by up to half, more than the gap the embedded target is about. Here each
-// server is profiled alone under the scenario's load (`perf record`, the server on one core and the load generator
-// on another where there are two), and its samples per request are scaled by its SQLite share: every target runs
-// the same statement on the same file, so the samples in `better_sqlite3.node` measure the host's speed at that
-// moment. That takes out most of the drift, not all: compare medians of several rounds. Figures are µs per request
-// with SQLite's share set to 8 µs (about what it costs on this machine), and ratios to the bare server. Needs Linux
-// `perf` (Debian: linux-perf). See BENCHMARKS.md.
+// The embedded self-read's CPU per request, for the bare server, a one-route Fastify server, the design's minimum
+// (bench/baseline-design.mjs, with and without its access line) and Roster. Each server is profiled alone under the
+// scenario's load (`perf record`, the server on one core and the load generator on another where there are two),
+// in alternating rounds. Two figures per target: the CPU it used per request (from /proc, over the profiled
+// seconds), and its perf samples per request scaled so that its SQLite share (`better_sqlite3.node`, the same
+// statement on the same file in every target) weighs 8 µs, which takes out most of the host's drift between rounds
+// but flatters the larger servers, in which the same statement runs slower (BENCHMARKS.md). Compare medians of
+// several rounds. Needs Linux `perf` (Debian: linux-perf).
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { parseArgs } from 'node:util'
 import { seed } from '../scripts/seed.js'
@@ -21,7 +21,7 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '6' },
     warmup: { type: 'string', default: '7' },
     users: { type: 'string', default: '20000' },
-    targets: { type: 'string', default: 'bare,fastify,roster' },
+    targets: { type: 'string', default: 'bare,fastify,design-nolog,design,roster' },
     reuse: { type: 'boolean', default: false },
     'sqlite-file': { type: 'string', default: 'bench/results/roster_profile.sqlite' }
   }
@@ -56,6 +56,8 @@ const SERVER_CORE = cpus().length - 1
 const TARGETS: Record<string, { argv: string[]; env: Record<string, string> }> = {
   bare: { argv: ['bench/baseline-sqlite.mjs'], env: { SQLITE_FILE } },
   fastify: { argv: ['bench/baseline-fastify.mjs'], env: { SQLITE_FILE } },
+  design: { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE } },
+  'design-nolog': { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_LOG: 'off' } },
   roster: {
     argv: startCommand(),
     env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000' }
@@ -86,8 +88,17 @@ function samplesByObject(file: string): Map<string, number> {
   return samples
 }
 
-/** One profiled run of a target: its CPU per request, scaled by its SQLite share. */
-async function profile(name: string, round: number): Promise<{ scaled: number; rps: number }> {
+/** CPU time (user + system) a process has used, in µs, from /proc. */
+function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100
+}
+
+/**
+ * One profiled run of a target: its CPU per request as measured (from /proc, over the profiled seconds), and scaled
+ * by its SQLite share.
+ */
+async function profile(name: string, round: number): Promise<{ scaled: number; raw: number; rps: number }> {
   const target = TARGETS[name]!
   const [cmd, ...rest] = onCore(SERVER_CORE, [process.execPath, ...target.argv])
   const server = spawn(cmd!, rest, { env: { ...process.env, ...target.env, PORT: String(PORT) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
@@ -96,7 +107,9 @@ async function profile(name: string, round: number): Promise<{ scaled: number; r
     const load = loadFor(WARMUP + SECONDS)
     await new Promise((r) => setTimeout(r, WARMUP * 1000))
     const file = `bench/results/profile-${name}-${round}.perf`
+    const cpuBefore = cpuMicros(server.pid!)
     execFileSync('perf', ['record', '-q', '-F', '4000', '-p', String(server.pid), '-o', file, '--', 'sleep', String(SECONDS)], { stdio: 'ignore' })
+    const cpu = cpuMicros(server.pid!) - cpuBefore
     const figures = await load
     if (figures.non2xx || figures.errors) throw new Error(`${name}: ${figures.non2xx} non-2xx answers, ${figures.errors} errors: INVALID RUN`)
     const samples = samplesByObject(file)
@@ -104,7 +117,7 @@ async function profile(name: string, round: number): Promise<{ scaled: number; r
     const total = [...samples.values()].reduce((a, b) => a + b, 0)
     const sqlite = [...samples].filter(([object]) => object.includes('better_sqlite3')).reduce((a, [, n]) => a + n, 0)
     if (sqlite === 0) throw new Error(`${name}: no samples in better_sqlite3.node`)
-    return { scaled: (total / sqlite) * SQLITE_NOMINAL_US, rps: figures.rps }
+    return { scaled: (total / sqlite) * SQLITE_NOMINAL_US, raw: cpu / (figures.rps * SECONDS), rps: figures.rps }
   } finally {
     server.kill()
     await new Promise((r) => (server.exitCode !== null ? r(undefined) : server.once('exit', r)))
@@ -124,25 +137,29 @@ async function main() {
     await seed({ url: `sqlite:${SQLITE_FILE}`, users: Number(args.users), tokensFile: TOKENS, password: 'seed-password-1', log })
   }
   log(`${ROUNDS} rounds of ${targets.join(', ')}: ${WARMUP} s of load, then ${SECONDS} s profiled${pin ? `; server on core ${SERVER_CORE}, load on core 0` : ''}`)
-  const runs: Record<string, Array<{ scaled: number; rps: number }>> = Object.fromEntries(targets.map((t) => [t, []]))
+  const runs: Record<string, Array<{ scaled: number; raw: number; rps: number }>> = Object.fromEntries(targets.map((t) => [t, []]))
   for (let round = 1; round <= ROUNDS; round++) {
     for (const name of round % 2 ? targets : [...targets].reverse()) {
       const run = await profile(name, round)
       runs[name]!.push(run)
-      log(`round ${round}: ${name} ${run.rps.toFixed(0)} req/s, ${run.scaled.toFixed(1)} µs a request scaled`)
+      log(`round ${round}: ${name} ${run.rps.toFixed(0)} req/s, ${run.raw.toFixed(1)} µs a request measured, ${run.scaled.toFixed(1)} scaled`)
     }
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
-  const reference = runs.bare ? median(runs.bare.map((r) => r.scaled)) : undefined
-  console.log(`\n| target | CPU µs per self-read, SQLite's share = ${SQLITE_NOMINAL_US} µs (median) | range | against bare | req/s of the runs |`)
-  console.log('|---|---:|---:|---:|---|')
+  const of = (name: string, key: 'raw' | 'scaled') => runs[name]!.map((r) => r[key])
+  const against = (name: string, key: 'raw' | 'scaled') => (runs.bare ? `${(median(of(name, key)) / median(of('bare', key))).toFixed(2)}×` : '–')
+  console.log('\n| target | CPU µs per self-read, measured (median, range) | against bare | scaled to SQLite\'s share = ' +
+    `${SQLITE_NOMINAL_US} µs (median, range) | against bare | req/s of the runs |`)
+  console.log('|---|---:|---:|---:|---:|---|')
+  const cell = (xs: number[]) => `${median(xs).toFixed(1)} (${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)})`
   for (const name of targets) {
-    const scaled = runs[name]!.map((r) => r.scaled)
-    const m = median(scaled)
-    console.log(`| ${name} | ${m.toFixed(1)} | ${Math.min(...scaled).toFixed(1)}–${Math.max(...scaled).toFixed(1)} | ` +
-      `${reference ? `${(m / reference).toFixed(2)}×` : '–'} | ${runs[name]!.map((r) => r.rps.toFixed(0)).join(', ')} |`)
+    console.log(`| ${name} | ${cell(of(name, 'raw'))} | ${against(name, 'raw')} | ${cell(of(name, 'scaled'))} | ${against(name, 'scaled')} | ` +
+      `${runs[name]!.map((r) => r.rps.toFixed(0)).join(', ')} |`)
   }
-  if (reference && runs.roster) console.log(`\nRoster's throughput at equal host speed, against the bare server: about ${(reference / median(runs.roster.map((r) => r.scaled))).toFixed(2)}× (target ≥ 0.90)`)
+  if (runs.bare && runs.roster) {
+    const ratio = (key: 'raw' | 'scaled') => (median(of('bare', key)) / median(of('roster', key))).toFixed(2)
+    console.log(`\nRoster's throughput per core against the bare server's: ${ratio('raw')}× measured, ${ratio('scaled')}× scaled (target ≥ 0.90)`)
+  }
 }
 
 main().catch((err) => {
