@@ -2,11 +2,10 @@
 // of GET /users/{id}: TypeBox schemas validating the path and serialising the answer, the caller looked up in an
 // onRequest hook, the route's authorization in a preHandler hook, and (unless DESIGN_LOG=off) Fastify's logger at
 // info with one access line per request through pino. None of Roster's other steps, routes or plugins.
-import { createHash } from 'node:crypto'
 import Database from 'better-sqlite3'
 import Fastify, { LogController } from 'fastify'
 import { Type } from '@sinclair/typebox'
-import { SELF_READ_SQL, selfReadBody } from './baseline-server.mjs'
+import { bearerHash, SELF_READ_SQL, selfReadBody } from './baseline-server.mjs'
 
 const logging = process.env.DESIGN_LOG !== 'off'
 const db = new Database(process.env.SQLITE_FILE, { readonly: true })
@@ -24,8 +23,8 @@ const User = Type.Object({
 })
 
 app.addHook('onRequest', (request, reply, done) => {
-  const auth = request.headers.authorization ?? ''
-  request.caller = auth.startsWith('Bearer ') ? lookup.get(createHash('sha256').update(auth.slice(7)).digest('hex'), Date.now(), 'ACTIVE') : undefined
+  const hash = bearerHash(request.headers.authorization)
+  request.caller = hash ? lookup.get(hash, Date.now(), 'ACTIVE') : undefined
   if (!request.caller) return reply.code(401).send({ code: 'UNAUTHENTICATED' })
   done()
 })

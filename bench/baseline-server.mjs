@@ -22,6 +22,11 @@ function answer(res, id, u) {
   return send(res, 200, selfReadBody(u))
 }
 
+/** The SHA-256 (hex) under which the token of an `Authorization: Bearer …` header is stored, or undefined. */
+export function bearerHash(header = '') {
+  return header.startsWith('Bearer ') ? createHash('sha256').update(header.slice(7)).digest('hex') : undefined
+}
+
 /** The answer's body: the caller's row as Roster presents a user. */
 export function selfReadBody(u) {
   return {
@@ -40,9 +45,9 @@ export function serveSelfRead(lookup) {
     try {
       const m = /^\/users\/([1-9][0-9]*)$/.exec(req.url ?? '')
       if (req.method !== 'GET' || !m) return send(res, 404, { code: 'NOT_FOUND' })
-      const auth = req.headers.authorization ?? ''
-      if (!auth.startsWith('Bearer ')) return send(res, 401, { code: 'UNAUTHENTICATED' })
-      const found = lookup(createHash('sha256').update(auth.slice(7)).digest('hex'))
+      const hash = bearerHash(req.headers.authorization)
+      if (!hash) return send(res, 401, { code: 'UNAUTHENTICATED' })
+      const found = lookup(hash)
       const id = Number(m[1])
       if (found instanceof Promise) found.then((u) => answer(res, id, u), failed)
       else answer(res, id, found)

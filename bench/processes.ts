@@ -1,4 +1,4 @@
-// What both bench scripts need to start and wait for the servers they measure.
+// What both bench scripts need to start, wait for and measure the servers they run.
 import type { ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 
@@ -8,6 +8,13 @@ export function startCommand(): string[] {
   const [node, ...rest] = start.trim().split(/\s+/)
   if (node !== 'node') throw new Error(`unexpected start script: ${start}`)
   return rest
+}
+
+/** CPU time (user + system) a process has used so far, in microseconds, from /proc. */
+export function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')
+  const ticks = Number(fields[11]) + Number(fields[12]) // utime, stime (fields 14 and 15 of the whole line)
+  return (ticks * 1e6) / 100
 }
 
 /** Waits until `url` answers below 500; fails at once if `child`, the server behind it, has exited. */

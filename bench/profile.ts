@@ -9,11 +9,11 @@
 // but flatters the larger servers, in which the same statement runs slower (BENCHMARKS.md). Compare medians of
 // several rounds. Needs Linux `perf` (Debian: linux-perf).
 import { execFileSync, spawn } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import { cpus } from 'node:os'
 import { parseArgs } from 'node:util'
 import { seed } from '../scripts/seed.js'
-import { startCommand, waitFor } from './processes.js'
+import { cpuMicros, startCommand, waitFor } from './processes.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -88,15 +88,10 @@ function samplesByObject(file: string): Map<string, number> {
   return samples
 }
 
-/** CPU time (user + system) a process has used, in µs, from /proc. */
-function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
-  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100
-}
-
 /**
- * One profiled run of a target: its CPU per request as measured (from /proc, over the profiled seconds), and scaled
- * by its SQLite share.
+ * One profiled run of a target: its CPU per request as measured (from /proc, over the profiled seconds, divided by
+ * the requests of those seconds at the run's mean rate; perf's sampling itself is in it, so it reads higher than an
+ * unprofiled run), and scaled by its SQLite share.
  */
 async function profile(name: string, round: number): Promise<{ scaled: number; raw: number; rps: number }> {
   const target = TARGETS[name]!

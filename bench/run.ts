@@ -20,7 +20,7 @@ import { tokenHash } from '../src/auth/secrets.js'
 import { callerQuery } from '../src/auth/repository.js'
 import { listUsersQuery } from '../src/users/repository.js'
 import { seed, type SeededUser } from '../scripts/seed.js'
-import { startCommand, waitFor } from './processes.js'
+import { cpuMicros, startCommand, waitFor } from './processes.js'
 
 const { values: args } = parseArgs({
   options: {
@@ -76,8 +76,6 @@ async function prepareDatabase(): Promise<void> {
   log(`seeded ${result.users} users, ${result.emails} addresses in ${(result.ms / 1000).toFixed(1)} s`)
 }
 
-
-
 function startRoster(databaseUrl = DATABASE_URL, port = ROSTER_PORT): ChildProcess {
   return spawn(process.execPath, startCommand(), {
     env: {
@@ -122,13 +120,6 @@ async function prepareSqlite(): Promise<void> {
   log(`seeding ${USERS} users into ${SQLITE_FILE}`)
   const result = await seed({ url: `sqlite:${SQLITE_FILE}`, users: USERS, tokensFile: SQLITE_TOKENS, password: PASSWORD, log: (l) => log(l) })
   log(`seeded ${result.users} users, ${result.emails} addresses in ${(result.ms / 1000).toFixed(1)} s`)
-}
-
-/** CPU time (user + system) a process has used so far, in microseconds. */
-function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')
-  const ticks = Number(fields[11]) + Number(fields[12]) // utime, stime (fields 14 and 15 of the whole line)
-  return (ticks * 1e6) / 100
 }
 
 function memoryKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
