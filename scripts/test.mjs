@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The test command: typecheck, then the whole tap suite on the embedded SQLite, then again on MySQL/MariaDB.
+// The test command: typecheck and build, then the whole tap suite on the embedded SQLite, then again on MySQL/MariaDB.
 // MySQL comes from TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306); the suite creates and drops its own
 // databases there. When it is unreachable that leg is skipped with a notice, or fails when REQUIRE_MYSQL=1.
 // Prints one line per test file as it finishes, the details of each failure, and ends with one line:
@@ -86,6 +86,11 @@ let exitCode = 0
 console.log('# typecheck (tsc --noEmit)')
 const tsc = await run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], {})
 if (tsc.code !== 0) { console.log('# typecheck failed'); totals.failed++; exitCode = 1 } else totals.passed++
+
+// The black-box leg (test/blackbox/) runs the built service as `npm start` does: build it once, here.
+console.log('# build (npm run build)')
+const build = await run('npx', ['--no-install', 'tsc', '-p', 'tsconfig.build.json'], {})
+if (build.code !== 0) { console.log('# build failed'); totals.failed++; exitCode = 1 } else totals.passed++
 
 const legs = [{ name: 'sqlite', env: { TEST_DB: 'sqlite' } }]
 const reachable = await mysqlReachable()

@@ -2,8 +2,9 @@ import formbody from '@fastify/formbody'
 import multipart from '@fastify/multipart'
 import { PassThrough } from 'node:stream'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify'
-import { DomainError, InvalidInput, invalidField, PayloadTooLarge } from '../common/errors.js'
+import { DomainError, InvalidInput, invalidField, PayloadTooLarge, RequestTimeout } from '../common/errors.js'
 import type { RouteStep } from './lifecycle.js'
+import { installUnreadBodies } from './unread-body.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -73,38 +74,54 @@ export async function installBodies(app: FastifyInstance): Promise<void> {
   app.removeContentTypeParser('text/plain')
   await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT })
   app.addHook('preParsing', bodyDeadline)
+  installUnreadBodies(app)
 }
 
 /** How long a request body may take to arrive, once its headers have: a body dripped slower is answered 408. */
 export const BODY_TIMEOUT_MS = 10_000
 
+const bodyTooSlow = () => Object.assign(new Error('The request body took too long to arrive'), { statusCode: 408 })
+
 /**
  * A deadline on reading the body: the connection timeout restarts with every byte, and Node's request timeout is
  * checked too rarely, so a body dripped a byte at a time could hold a connection for well over a minute. The body
- * is read through a stream of its own, failed at the deadline: the request is answered 408 (and the connection
- * closed), not cut without an answer. Requests without a body pass untouched.
+ * is read through a stream of its own, failed at the deadline, so the parser reading it answers 408 (and the
+ * connection closes) instead of cutting it unanswered. Requests without a body pass untouched.
+ *
+ * Everything made here belongs to the request and ends with it: the timer is cleared when the body has been read,
+ * when the answer has gone out and when the request closes, whichever comes first; the stream keeps an error
+ * listener of its own for its whole life, so a deadline met while nothing reads it (a route that takes no body, an
+ * answer already sent) can never become an uncaught error. What happens to a body still unread when the answer
+ * goes out is unread-body.ts's business.
  */
-const bodyDeadline: preParsingHookHandler = (request, _reply, payload, done) => {
-  if (request.headers['content-length'] === undefined && request.headers['transfer-encoding'] === undefined) return done(null, payload)
-  if (request.headers['content-type']?.toLowerCase().startsWith('multipart/')) {
-    // @fastify/multipart reads the raw request itself: past the deadline the connection is cut, unanswered.
-    const timer = setTimeout(() => request.raw.destroy(), BODY_TIMEOUT_MS)
-    timer.unref()
-    request.raw.once('end', () => clearTimeout(timer))
-    request.raw.once('close', () => clearTimeout(timer))
-    return done(null, payload)
-  }
+const bodyDeadline: preParsingHookHandler = (request, reply, payload, done) => {
+  const headers = request.headers
+  if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return done(null, payload)
+  // GET, HEAD and TRACE bodies are never parsed: Node discards them, and unread-body.ts bounds how long that takes.
+  if (BODYLESS.has(request.method)) return done(null, payload)
+  // Multipart bodies are read from the raw request by @fastify/multipart: the multipart step keeps their deadline.
+  if (headers['content-type']?.toLowerCase().startsWith('multipart/')) return done(null, payload)
   const body = new PassThrough()
+  body.on('error', ignore)
   const timer = setTimeout(() => {
     payload.unpipe(body)
-    body.destroy(Object.assign(new Error('The request body took too long to arrive'), { statusCode: 408 }))
+    body.destroy(bodyTooSlow())
   }, BODY_TIMEOUT_MS)
-  timer.unref()
-  body.once('end', () => clearTimeout(timer))
-  body.once('close', () => clearTimeout(timer))
+  const release = () => clearTimeout(timer)
+  body.once('end', release)
+  body.once('close', release)
+  reply.raw.once('close', release)
+  // A client that goes away mid-body: the reader is told, rather than left waiting for an end that never comes.
+  request.raw.once('close', () => {
+    release()
+    if (!request.raw.complete && !body.destroyed) body.destroy(Object.assign(new Error('The client closed the request mid-body'), { statusCode: 400 }))
+  })
   payload.pipe(body)
   done(null, body)
 }
+
+const ignore = () => {}
+const BODYLESS = new Set(['GET', 'HEAD', 'TRACE'])
 
 /**
  * A scope for the routes that take a body: they also accept multipart forms, read by the multipart step. Fields and
@@ -126,6 +143,23 @@ export const multipartStep: RouteStep = (_route, scope) => {
   if (!scope.hasRequestDecorator('isMultipart')) return undefined
   return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
     if (!request.isMultipart()) return done()
-    collectParts(request).then(() => done(), done)
+    withinDeadline(request, collectParts(request)).then(() => done(), done)
   }
+}
+
+/**
+ * The body deadline for a multipart body, read from the raw request: past it the parts stop being read and the
+ * request is answered 408, like any other body. The timer ends with the reading, whichever way it ends.
+ */
+function withinDeadline(request: FastifyRequest, reading: Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      request.raw.unpipe()
+      reject(new RequestTimeout())
+    }, BODY_TIMEOUT_MS)
+  })
+  // The losing side of the race must not become an unhandled rejection: the reading fails once the request closes.
+  reading.catch(ignore)
+  return Promise.race([reading, deadline]).finally(() => clearTimeout(timer))
 }

@@ -1,0 +1,128 @@
+import { randomBytes } from 'node:crypto'
+import t from 'tap'
+import { ADMIN } from '../helpers.js'
+import { assertRecovered, rawExchange, startBuilt, statusOf, type RunningService } from './service.js'
+
+/**
+ * Bodies over a real socket, against the built service: bodies nobody reads, bodies over the limit in every
+ * encoding, bodies dripped or abandoned. Each group ends with the same process answering and its descriptors and
+ * memory back where they were; the groups whose failure would show only later (a timer, a stream) are checked after
+ * the body deadline has passed.
+ */
+
+const BODY_TIMEOUT_MS = 10_000
+const big = (n: number) => 'x'.repeat(n)
+
+/** A request written whole (headers and body) before anything is read, as most HTTP clients send one. */
+function request(method: string, path: string, headers: Record<string, string>, body: Buffer | string = ''): (s: import('node:net').Socket) => void {
+  const payload = typeof body === 'string' ? Buffer.from(body) : body
+  const head = Object.entries({ host: 'roster', 'content-length': String(payload.length), ...headers })
+    .map(([name, value]) => `${name}: ${value}\r\n`).join('')
+  return (socket) => {
+    socket.write(`${method} ${path} HTTP/1.1\r\n${head}\r\n`)
+    if (payload.length) socket.write(payload)
+  }
+}
+
+async function token(service: RunningService): Promise<string> {
+  const res = await fetch(`${service.base}/auth/tokens`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
+  })
+  return ((await res.json()) as { token: string }).token
+}
+
+function multipartBody(parts: Array<{ name: string; content: string | Buffer; filename?: string; headers?: string }>) {
+  const boundary = 'roster' + randomBytes(6).toString('hex')
+  const chunks: Buffer[] = []
+  for (const part of parts) {
+    const file = part.filename ? `; filename="${part.filename}"` : ''
+    chunks.push(Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${part.name}"${file}\r\n${part.headers ?? ''}\r\n`))
+    chunks.push(Buffer.isBuffer(part.content) ? part.content : Buffer.from(part.content))
+    chunks.push(Buffer.from('\r\n'))
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`))
+  return { body: Buffer.concat(chunks), type: `multipart/form-data; boundary=${boundary}` }
+}
+
+t.test('bodies over a real socket never end the process', async (t) => {
+  const service = await startBuilt(t)
+  const baseline = service.usage()
+  const auth = `Bearer ${await token(service)}`
+  const port = service.port
+  const started = Date.now()
+
+  // Dripped bodies in each encoding (408 within the deadline) and abandoned uploads, side by side with the rest.
+  const drip = (contentType: string, first: string) => rawExchange(port, (socket) => {
+    socket.write(`POST /users HTTP/1.1\r\nhost: roster\r\ncontent-type: ${contentType}\r\ncontent-length: 1000\r\n\r\n${first}`)
+    const timer = setInterval(() => { if (!socket.destroyed) socket.write(' ') }, 1_000)
+    socket.on('close', () => clearInterval(timer))
+  }, BODY_TIMEOUT_MS + 5_000)
+  const abandon = async (contentType: string) => {
+    const { closed } = await rawExchange(port, (socket) => {
+      socket.write(`POST /users HTTP/1.1\r\nhost: roster\r\ncontent-type: ${contentType}\r\ncontent-length: 100000\r\n\r\n${big(50_000)}`)
+      setTimeout(() => socket.destroy(), 200)
+    }, 2_000)
+    return closed
+  }
+  const slow = Promise.all([
+    drip('application/json', '{'),
+    drip('application/x-www-form-urlencoded', 'name='),
+    drip('text/plain', 'a'),
+    drip('multipart/form-data; boundary=x', '--x\r\n'),
+    abandon('application/json'), abandon('application/x-www-form-urlencoded'), abandon('multipart/form-data; boundary=x')
+  ])
+
+  // Bodies nobody reads: answered at once; before, each ended the process when the body deadline fired.
+  const unread: Array<[string, (s: import('node:net').Socket) => void, number]> = [
+    ['GET /health/live with a body', request('GET', '/health/live', {}, 'hello'), 200],
+    ['GET /openapi.json with a body', request('GET', '/openapi.json', {}, '{}'), 200],
+    ['POST /users as text/xml', request('POST', '/users', { 'content-type': 'text/xml' }, '<user/>'), 415],
+    ['POST to an unknown path', request('POST', '/nope', { 'content-type': 'application/json' }, '{"a":1}'), 404],
+    ['DELETE /auth/tokens/current with a body and no type', request('DELETE', '/auth/tokens/current', { authorization: auth }, '{}'), 415],
+    ['POST /users, 20 KB of JSON', request('POST', '/users', { 'content-type': 'application/json' }, JSON.stringify({ name: 'a'.repeat(20_000) })), 413]
+  ]
+  const unreadAnswers = await Promise.all(unread.map(([, send]) => rawExchange(port, send, 1_000)))
+  unread.forEach(([what, , status], i) => t.equal(statusOf(unreadAnswers[i]!.answer), status, `${what}: ${status}`))
+
+  // Bodies over the limit in every encoding, written whole before the answer is read: a readable 413 each.
+  const mp = multipartBody([{ name: 'name', content: big(20_000) }])
+  const mpFile = multipartBody([{ name: 'email', filename: 'a.txt', content: big(3_000_000) }])
+  const mpParts = multipartBody(Array.from({ length: 40 }, (_, i) => ({ name: `f${i}`, content: 'x' })))
+  const mpHeader = multipartBody([{ name: 'name', content: 'Ada', headers: `X-Pad: ${big(70_000)}\r\n` }])
+  const oversized: Array<[string, (s: import('node:net').Socket) => void, number[]]> = [
+    ['3 MB of JSON', request('POST', '/users', { 'content-type': 'application/json' }, Buffer.alloc(3_000_000, 'a')), [413]],
+    ['3 MB chunked JSON', (socket) => {
+      socket.write('POST /users HTTP/1.1\r\nhost: roster\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n')
+      for (let i = 0; i < 30; i++) socket.write(`186a0\r\n${big(100_000)}\r\n`)
+      socket.write('0\r\n\r\n')
+    }, [413]],
+    ['a 3 MB form', request('POST', '/users', { 'content-type': 'application/x-www-form-urlencoded' }, `name=${big(3_000_000)}`), [413]],
+    ['3 MB of text on a key path', request('PUT', '/users/1/name', { 'content-type': 'text/plain', authorization: auth }, big(3_000_000)), [413]],
+    ['a 3 MB file on a key path', request('PUT', '/users/1/name', { 'content-type': 'application/octet-stream', authorization: auth }, big(3_000_000)), [413]],
+    ['a multipart field over its limit', request('POST', '/users', { 'content-type': mp.type }, mp.body), [413]],
+    ['a 3 MB multipart file', request('PUT', '/users/1/email', { 'content-type': mpFile.type, authorization: auth }, mpFile.body), [413]],
+    ['a multipart body of 40 parts', request('POST', '/users', { 'content-type': mpParts.type }, mpParts.body), [413]],
+    ['a multipart part header of 70 KB', request('POST', '/users', { 'content-type': mpHeader.type }, mpHeader.body), [400, 413]]
+  ]
+  const oversizedAnswers = await Promise.all(oversized.map(([, send]) => rawExchange(port, send, 10_000)))
+  for (const [i, [what, , statuses]] of oversized.entries()) {
+    const { answer, error } = oversizedAnswers[i]!
+    t.ok(statuses.includes(statusOf(answer)), `${what}: ${statuses.join(' or ')} read by the client (got ${statusOf(answer)}${error ? `, ${error}` : ''})`)
+    t.match(answer, /application\/problem\+json/, `${what}: as problem+json`)
+  }
+  await assertRecovered(t, service, baseline, 'after oversized bodies')
+
+  const [json, form, text, multi, ...abandoned] = await slow
+  t.equal(statusOf(json.answer), 408, 'a dripped JSON body: 408')
+  t.equal(statusOf(form.answer), 408, 'a dripped form: 408')
+  t.ok([408, 415].includes(statusOf(text.answer)), `a dripped text body: ${statusOf(text.answer)} (no route takes text at /users)`)
+  t.equal(statusOf(multi.answer), 408, 'a dripped multipart body: 408')
+  t.match(json.answer, /"code":"REQUEST_TIMEOUT"/, 'as problem+json')
+  t.same(abandoned, [true, true, true], 'abandoned uploads are closed')
+
+  // Every timer started by the groups above has fired or been released by now.
+  const waited = Date.now() - started
+  if (waited < BODY_TIMEOUT_MS + 1_000) await new Promise((resolve) => setTimeout(resolve, BODY_TIMEOUT_MS + 1_000 - waited))
+  await assertRecovered(t, service, baseline, 'past the body deadline of every request above')
+  t.notOk(service.lines.some((line) => /Unhandled|uncaught|"level":60/.test(line)), 'nothing uncaught, nothing fatal in the log')
+})

@@ -1,0 +1,154 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import net from 'node:net'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Test } from 'tap'
+import { ADMIN, sharedDatabase } from '../helpers.js'
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const entry = join(root, 'dist', 'src', 'server.js')
+
+/**
+ * The Node options `npm start` runs the service with, read from package.json so that the black-box leg runs the
+ * built service exactly as production does.
+ */
+function startArgs(): string[] {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }
+  const words = pkg.scripts.start.split(/\s+/)
+  if (words[0] !== 'node' || words[words.length - 1] !== 'dist/src/server.js') throw new Error(`unexpected start script: ${pkg.scripts.start}`)
+  return words.slice(1, -1)
+}
+
+export async function freePort(): Promise<number> {
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
+  const port = (server.address() as net.AddressInfo).port
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
+/** What the process uses now: open file descriptors and resident memory (KiB), from /proc. */
+export interface Usage {
+  fds: number
+  rssKb: number
+}
+
+export interface RunningService {
+  child: ChildProcess
+  pid: number
+  port: number
+  base: string
+  /** Every line the service wrote to stdout and stderr so far. */
+  lines: string[]
+  /** Settles with the exit code (or signal) once the process has ended. */
+  exited: Promise<number | string | null>
+  usage(): Usage
+  /** Whether the process is still running (it has not exited). */
+  running(): boolean
+}
+
+/**
+ * The built service (`dist/`, made by `npm test` before the legs run) started as `npm start` starts it, on a real
+ * port, a fresh database of the leg's engine and the test's own settings; stopped with SIGTERM when the test ends.
+ */
+export async function startBuilt(t: Test, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<RunningService> {
+  if (!existsSync(entry)) throw new Error(`${entry} is missing: npm test builds it (or run npm run build)`)
+  const port = await freePort()
+  const url = env.DATABASE_URL ?? await sharedDatabase(t)
+  const child = spawn(process.execPath, [...nodeArgs, ...startArgs(), entry], {
+    cwd: root,
+    env: {
+      PATH: process.env.PATH ?? '', PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: url,
+      ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'warn', ...env
+    },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  const lines: string[] = []
+  for (const stream of [child.stdout, child.stderr]) {
+    let pending = ''
+    stream.on('data', (chunk: Buffer) => {
+      const parts = (pending + chunk.toString()).split('\n')
+      pending = parts.pop() ?? ''
+      lines.push(...parts)
+    })
+  }
+  let ended = false
+  const exited = new Promise<number | string | null>((resolve) => child.on('exit', (code, signal) => {
+    ended = true
+    resolve(code ?? signal)
+  }))
+  const base = `http://127.0.0.1:${port}`
+  let up = false
+  for (let i = 0; i < 300 && !up && !ended; i++) {
+    try { up = (await fetch(`${base}/health/ready`)).ok } catch { /* starting */ }
+    if (!up) await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  if (!up) {
+    child.kill('SIGKILL')
+    throw new Error(`the service did not start:\n${lines.slice(-20).join('\n')}`)
+  }
+  t.teardown(async () => {
+    if (ended) return
+    child.kill('SIGTERM')
+    await exited
+  })
+  const pid = child.pid!
+  return {
+    child, pid, port, base, lines, exited,
+    running: () => !ended,
+    usage: () => ({
+      fds: readdirSync(`/proc/${pid}/fd`).length,
+      rssKb: Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN)
+    })
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/**
+ * After a group of abuse: the same process (same pid, never exited) still answers, and within `settleMs` its open
+ * descriptors come back to the baseline (plus `fdSlack`, for the database pool's and Redis's own connections) and
+ * its resident memory stays within `rssSlackKb` of it.
+ */
+export async function assertRecovered(
+  t: Test, service: RunningService, baseline: Usage, what: string,
+  bounds: { fdSlack?: number; rssSlackKb?: number; settleMs?: number } = {}
+): Promise<void> {
+  const fdSlack = bounds.fdSlack ?? 4
+  const rssSlackKb = bounds.rssSlackKb ?? 48 * 1024
+  const until = Date.now() + (bounds.settleMs ?? 5_000)
+  t.ok(service.running(), `${what}: the process ${service.pid} is still running`)
+  let live = 0
+  try { live = (await fetch(`${service.base}/health/live`)).status } catch { /* refused */ }
+  t.equal(live, 200, `${what}: the same process answers`)
+  let usage = service.usage()
+  while (usage.fds > baseline.fds + fdSlack && Date.now() < until) {
+    await sleep(100)
+    usage = service.usage()
+  }
+  t.ok(usage.fds <= baseline.fds + fdSlack, `${what}: open descriptors back to ${usage.fds} (baseline ${baseline.fds})`)
+  t.ok(usage.rssKb <= baseline.rssKb + rssSlackKb, `${what}: resident memory ${Math.round(usage.rssKb / 1024)} MiB (baseline ${Math.round(baseline.rssKb / 1024)} MiB)`)
+}
+
+/** One exchange over a raw socket: everything the server sent until it closed, or until `waitMs` passed. */
+export function rawExchange(port: number, send: (socket: net.Socket) => void, waitMs = 5_000): Promise<{ answer: string; closed: boolean; error?: string }> {
+  return new Promise((resolve) => {
+    let answer = ''
+    let error: string | undefined
+    const socket = net.connect(port, '127.0.0.1', () => send(socket))
+    const timer = setTimeout(() => {
+      socket.destroy()
+      resolve({ answer, closed: false, error })
+    }, waitMs)
+    socket.on('data', (d) => { answer += d.toString('latin1') })
+    socket.on('error', (err) => { error = (err as NodeJS.ErrnoException).code ?? err.message })
+    socket.on('close', () => {
+      clearTimeout(timer)
+      resolve({ answer, closed: true, error })
+    })
+  })
+}
+
+/** The status line's code of a raw answer (0 when none came). */
+export const statusOf = (answer: string): number => Number(/^HTTP\/1\.[01] (\d{3}) /.exec(answer)?.[1] ?? 0)
