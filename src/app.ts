@@ -16,6 +16,7 @@ import healthRoutes from './health/routes.js'
 import { authenticateStep, authorizeStep } from './http/authenticate.js'
 import { installBodies, multipartStep } from './http/bodies.js'
 import { conditionalGetStep } from './http/conditional.js'
+import { installClientKeys } from './http/client-address.js'
 import { installCors } from './http/cors.js'
 import { CursorCodec } from './http/cursor.js'
 import { canonicalIdsStep } from './http/ids.js'
@@ -159,6 +160,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   app.decorate('config', config)
   app.decorateRequest('caller', null)
   app.decorateRequest('idempotencyKey', null)
+  installClientKeys(app, config.CLIENT_IPV6_PREFIX)
   installLoadShedding(app, config.MAX_EVENT_LOOP_DELAY_MS)
 
   // The database: opened, migrated when configured, closed with the app.
@@ -201,21 +203,23 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   app.decorate('mail', deliverer)
   app.addHook('onReady', async () => deliverer.start())
   app.addHook('preClose', async () => deliverer.stop())
+  const throttle = new Throttle(counters.logins, warn)
   const addressMail = new AddressMail({
     verificationTtlSeconds: config.VERIFICATION_TTL_SECONDS,
     resetTtlSeconds: config.PASSWORD_RESET_TTL_SECONDS,
-    linkTemplate: config.APP_LINK_TEMPLATE
-  }, () => deliverer.wake())
+    linkTemplate: config.APP_LINK_TEMPLATE,
+    resendSeconds: config.VERIFICATION_RESEND_SECONDS,
+    maxPerClient: config.MAIL_MAX_PER_CLIENT,
+    clientWindowSeconds: config.LOGIN_WINDOW_SECONDS
+  }, throttle, () => deliverer.wake())
 
   app.decorate('services', {
     users: new UsersService(db, guard, addressMail, { signupOpen: config.SIGNUP_OPEN, claimSeconds: config.UNVERIFIED_CLAIM_SECONDS }),
     emails: new EmailsService(db, addressMail, {
       maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL, claimSeconds: config.UNVERIFIED_CLAIM_SECONDS
     }),
-    verification: new VerificationService(db, addressMail, guard, new Throttle(counters.logins, warn), {
+    verification: new VerificationService(db, addressMail, guard, throttle, {
       resendSeconds: config.VERIFICATION_RESEND_SECONDS,
-      mailMaxPerClient: config.MAIL_MAX_PER_CLIENT,
-      resetWindowSeconds: config.LOGIN_WINDOW_SECONDS,
       resetAnswerMs: RESET_ANSWER_MS
     }),
     auth: new AuthService(db, guard, {

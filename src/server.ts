@@ -1,5 +1,6 @@
 import { buildApp, type App } from './app.js'
 import { ConfigError, loadConfig } from './config.js'
+import { installFatalPolicy } from './fatal.js'
 import { startupMessage } from './startup.js'
 import type { Config } from '../schemas/config.js'
 
@@ -23,6 +24,8 @@ try {
 } catch (err) {
   fail(err, config)
 }
+
+installFatalPolicy(process, { log: app.log, exit: (code) => process.exit(code) })
 
 let closing = false
 async function shutdown(signal: string) {

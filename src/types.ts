@@ -35,6 +35,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The authenticated caller, or null (a public route's anonymous caller; see `callerOf`). */
     caller: Caller | null
+    /** The client address as every per-client limit keys it (http/client-address.ts). */
+    readonly client: string
     /** The Idempotency-Key this request took (its stored hash, and the seal of its answer), until the answer is kept. */
     idempotencyKey: { hash: string; seal: AnswerSeal } | null
   }

@@ -35,7 +35,7 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
     const issued: Issued = grant === 'refresh_token'
       ? await service.refresh(requireField(body.refresh_token, 'refresh_token', grant))
       : await service.login(requireField(body.email, 'email', grant), requireField(body.password, 'password', grant),
-        { address: request.ip, agent: request.headers['user-agent'] })
+        { address: request.client, agent: request.headers['user-agent'] })
     return reply.code(201).header('cache-control', 'no-store').send({
       token: issued.token,
       token_type: 'Bearer',

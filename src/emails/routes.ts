@@ -5,6 +5,7 @@ import { EmailParams, PageQuery, UserParams } from '../../schemas/common.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from '../../schemas/email.js'
 import { ref } from '../../schemas/ref.js'
 import { isoTimestamp } from '../common/timestamps.js'
+import { mailingClient } from '../http/authenticate.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
@@ -80,7 +81,7 @@ const emails: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
-    const { row, expiresAt } = await app.services.verification.resend(userId, emailId, request.ip)
+    const { row, expiresAt } = await app.services.verification.resend(userId, emailId, mailingClient(request))
     return reply.code(202).send({ sent_to: row.address, expires_at: isoTimestamp(expiresAt) })
   })
 
@@ -101,7 +102,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
       response: { 201: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'EMAIL_TAKEN', 'EMAIL_LIMIT', 'IDEMPOTENCY_KEY_IN_USE'], 413, 415, 422) }
     }
   }, async (request, reply) => {
-    const row = await service.add(request.params.user_id, request.body.address)
+    const row = await service.add(request.params.user_id, request.body.address, mailingClient(request))
     const email = presentEmail(row, base)
     return reply.code(201).header('location', email.href).send(tagged(reply, row.version, email))
   })
@@ -117,7 +118,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
     preValidation: formBooleans
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
-    const row = await service.update(userId, emailId, request.body, ifMatchVersions(request.headers['if-match']))
+    const row = await service.update(userId, emailId, request.body, ifMatchVersions(request.headers['if-match']), mailingClient(request))
     return tagged(reply, row.version, presentEmail(row, base))
   })
 
@@ -177,7 +178,7 @@ const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
       },
       handler: async (request, reply) => {
         const userId = request.params.user_id
-        const { row, created } = await service.placePrimary(userId, request.body.email, ifMatchVersions(request.headers['if-match']))
+        const { row, created } = await service.placePrimary(userId, request.body.email, ifMatchVersions(request.headers['if-match']), mailingClient(request))
         if (created) reply.code(201).header('location', base + emailPath(userId, row.id))
         return tagged(reply, row.version, presentEmail(row, base))
       }

@@ -97,9 +97,10 @@ export class EmailsService {
 
   /**
    * Adds an address to a user, unverified, and mails it a verification token; the first one becomes primary.
-   * EMAIL_LIMIT past the limit, EMAIL_TAKEN if anyone's (unless a stale claim, given up).
+   * EMAIL_LIMIT past the limit, EMAIL_TAKEN if anyone's (unless a stale claim, given up). Mail limits: AddressMail.
    */
-  add(userId: number, address: string): Promise<EmailRow> {
+  async add(userId: number, address: string, client: string | null): Promise<EmailRow> {
+    await this.mail.allow(client)
     return this.mailing(async (trx) => {
       await lockUser(trx, userId)
       const count = await countEmails(trx, userId)
@@ -117,7 +118,9 @@ export class EmailsService {
    * verification token; only a verified address may become primary (EMAIL_UNVERIFIED), and the former primary is
    * told by mail. Changing the primary changes the user's representation too.
    */
-  update(userId: number, emailId: number, change: EmailChange, expected: Expected): Promise<EmailRow> {
+  async update(userId: number, emailId: number, change: EmailChange, expected: Expected, client: string | null): Promise<EmailRow> {
+    // A new mailbox is mailed a verification, a new primary tells the former one: either counts as mail asked for.
+    if (change.address !== undefined || change.primary === true) await this.mail.allow(client)
     return this.mailing(async (trx) => {
       await lockUser(trx, userId)
       let row = await lockEmail(trx, userId, { id: emailId })
@@ -148,7 +151,8 @@ export class EmailsService {
    * Places an address at the single-address path: replaces the primary in place (same id), or creates it when the
    * user has none. `created` tells which.
    */
-  placePrimary(userId: number, address: string, expected: Expected): Promise<{ row: EmailRow; created: boolean }> {
+  async placePrimary(userId: number, address: string, expected: Expected, client: string | null): Promise<{ row: EmailRow; created: boolean }> {
+    await this.mail.allow(client)
     return this.mailing(async (trx) => {
       await lockUser(trx, userId)
       const primary = await lockEmail(trx, userId, 'primary')

@@ -82,6 +82,11 @@ export const authorizeStep: RouteStep = (route) => {
   }
 }
 
+/** The client a request that causes mail counts against (AddressMail.allow): none for an admin's request. */
+export function mailingClient(request: FastifyRequest): string | null {
+  return request.caller?.role === 'admin' ? null : request.client
+}
+
 /** The authenticated caller of a route whose rule requires one (the authenticate step has refused everyone else). */
 export function callerOf(request: FastifyRequest): Caller {
   if (!request.caller) throw new Unauthenticated()

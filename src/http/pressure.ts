@@ -5,6 +5,8 @@ import { Unavailable } from '../common/errors.js'
 /** How often the event loop is sampled (ms), and how often the verdict is renewed. */
 const RESOLUTION_MS = 10
 const WINDOW_MS = 250
+/** How often, while requests are being shed, their count is logged. */
+const REPORT_EVERY_MS = 10_000
 
 /**
  * Load shedding: while the event loop lags more than MAX_EVENT_LOOP_DELAY_MS, requests are answered at once with
@@ -12,21 +14,37 @@ const WINDOW_MS = 250
  * same way: its bounded queue refuses, see DB_QUEUE_LIMIT.) /health/live stays 200: a busy process is alive.
  *
  * The lag is the mean delay of the loop's 10 ms samples over each 250 ms window, beyond the sampling period itself;
- * a window without a single sample (the loop was stuck throughout) counts as lagging. A request pays one
+ * a window without a single sample (the loop was stuck throughout) counts as lagging. Sampling starts once the app
+ * is ready: the start itself (migrations, compiling schemas) blocks the loop and is not load. A request pays one
  * comparison with the last window's verdict.
+ *
+ * Shed requests are expected under overload, and logging each would add to it: they are counted, and the count is
+ * logged once every REPORT_EVERY_MS while shedding lasts.
  */
 export function installLoadShedding(app: FastifyInstance, max: number): void {
   if (max === 0) return
 
   const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS })
-  histogram.enable()
   let lagging = false
-  const timer = setInterval(() => {
+  let shed = 0
+  let reportedAt = 0
+  let timer: NodeJS.Timeout | undefined
+  const judge = () => {
     const lag = histogram.count === 0 ? Infinity : histogram.mean / 1e6 - RESOLUTION_MS
     lagging = lag > max
     histogram.reset()
-  }, WINDOW_MS)
-  timer.unref()
+    const now = Date.now()
+    if (shed > 0 && now - reportedAt >= REPORT_EVERY_MS) {
+      app.log.warn({ shed, lagMs: Number.isFinite(lag) ? Math.round(lag) : null }, 'overloaded: requests answered 503 since the last report')
+      shed = 0
+      reportedAt = now
+    }
+  }
+  app.addHook('onReady', async () => {
+    histogram.enable()
+    timer = setInterval(judge, WINDOW_MS)
+    timer.unref()
+  })
   app.addHook('onClose', async () => {
     clearInterval(timer)
     histogram.disable()
@@ -34,6 +52,7 @@ export function installLoadShedding(app: FastifyInstance, max: number): void {
 
   app.addHook('onRequest', (request, _reply, done) => {
     if (!lagging || request.routeOptions.url === '/health/live') return done()
+    shed++
     done(new Unavailable('The service is overloaded; try again shortly', 2))
   })
 }

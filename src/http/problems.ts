@@ -128,7 +128,8 @@ export function installProblems(
     const answer = domain ? answerTo(domain, options) : internal()
     if (!(err instanceof DomainError) && isUnavailable(err)) outage.refused(err)
     else if (isRetryable(err)) request.log.warn({ err }, 'request refused: the data was contended past every retry')
-    else if (answer.status >= 500) request.log.error({ err }, 'request failed')
+    // A domain error's 503 (load shed, say) is an answer foreseen, logged as a rate where it is raised.
+    else if (answer.status >= 500 && !(err instanceof DomainError)) request.log.error({ err }, 'request failed')
     else if (!(err instanceof DomainError)) request.log.info({ code: err.code, msg: err.message }, 'request refused')
     return sendProblem(reply, answer)
   })

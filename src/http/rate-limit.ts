@@ -44,7 +44,7 @@ export function rateLimiter(options: RateLimitOptions) {
   }
 
   const limit = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
-    const answer = count(request.caller ? `u${request.caller.id}` : `a${request.ip}`, request, reply)
+    const answer = count(request.caller ? `u${request.caller.id}` : `a${request.client}`, request, reply)
     if (answer instanceof Promise) void answer.then(done)
     else done(answer)
   }
@@ -56,6 +56,6 @@ export function rateLimiter(options: RateLimitOptions) {
      * A request refused at authentication never reaches the step: it counts against its address here, so a client
      * sending no token or bad ones is held to the limit of any anonymous caller.
      */
-    refusal: (request: FastifyRequest, reply: FastifyReply) => count(`a${request.ip}`, request, reply)
+    refusal: (request: FastifyRequest, reply: FastifyReply) => count(`a${request.client}`, request, reply)
   }
 }

@@ -65,8 +65,11 @@ function canonical(value: unknown): unknown {
  * Idempotency keys (IETF httpapi draft): a retry with the same key and the same request, from the same caller,
  * within `keepMs`, answers the first answer again and does nothing twice. The same key with another request is
  * IDEMPOTENCY_KEY_REUSED (422); while the first is still running, IDEMPOTENCY_KEY_IN_USE (409). Keys are rows of
- * the database, so this holds across instances; answers of 5xx are not kept.
+ * the database, so this holds across instances; answers of 5xx and 429 are not kept.
  */
+/** Whether an answer of this status is kept for the retries of its key: a 2xx or a 4xx other than 429. */
+export const isKept = (status: number): boolean => status < 500 && status !== 429
+
 export class IdempotencyKeys {
   private readonly options: IdempotencyOptions
 
@@ -105,9 +108,12 @@ export class IdempotencyKeys {
     throw new IdempotencyKeyInUse()
   }
 
-  /** The request answered: below 500 its answer is kept for retries; a 5xx frees the key, so a retry runs again. */
+  /**
+   * The request answered. Its answer is kept for retries, except a 5xx and a 429: those say "try again" (a 429 with
+   * its Retry-After), so they free the key and the retry they invite runs again.
+   */
   async finish(keyHash: string, seal: AnswerSeal, answer: KeptAnswer): Promise<void> {
-    if (answer.status >= 500) await dropKey(this.db, keyHash)
+    if (!isKept(answer.status)) await dropKey(this.db, keyHash)
     else await keepAnswer(this.db, keyHash, { ...answer, body: seal.seal(answer.body) })
   }
 

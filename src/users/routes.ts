@@ -4,7 +4,7 @@ import { PAGE_SIZE, UserParams } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import { EmailParam, NameValue, NewUser, PasswordChange, RoleValue, StatusValue, User, UserCollection, UserQuery } from '../../schemas/user.js'
 import { InvalidInput } from '../common/errors.js'
-import { callerOf } from '../http/authenticate.js'
+import { callerOf, mailingClient } from '../http/authenticate.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
@@ -105,7 +105,7 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
       response: { 201: ref(User), ...problems(400, 401, [409, 'EMAIL_TAKEN', 'IDEMPOTENCY_KEY_IN_USE'], 413, 415, 422, 429) }
     }
   }, async (request, reply) => {
-    const row = await service.signUp(request.caller, request.body)
+    const row = await service.signUp(request.caller, request.body, mailingClient(request))
     const user = presentUser(row, base)
     return reply.code(201).header('location', user.href).send(tagged(reply, row.version, user))
   })
@@ -167,7 +167,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { password, current_password: current } = request.body
-    await service.changePassword(callerOf(request), request.params.user_id, password, current, ifMatchVersions(request.headers['if-match']), request.ip)
+    await service.changePassword(callerOf(request), request.params.user_id, password, current, ifMatchVersions(request.headers['if-match']), request.client)
     return reply.code(204).send(null)
   })
 }

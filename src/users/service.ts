@@ -92,10 +92,14 @@ export class UsersService {
     return row
   }
 
-  /** Sign-up, or an admin creating a user: `role` and `status` only from an admin. */
-  async signUp(caller: Caller | null, input: NewUserInput): Promise<UserRow> {
+  /**
+   * Sign-up, or an admin creating a user: `role` and `status` only from an admin. Its verification mail counts
+   * against `client`'s mail limit (null: an admin's request).
+   */
+  async signUp(caller: Caller | null, input: NewUserInput, client: string | null): Promise<UserRow> {
     if (!this.options.signupOpen) requireAdmin(caller, 'Sign-up is closed: only an admin may create users')
     if (input.role !== undefined || input.status !== undefined) requireAdmin(caller, 'Only an admin may set role or status')
+    await this.mail.allow(client)
     return this.create({ ...input, role: input.role ?? 'user', status: input.status ?? 'ACTIVE' })
   }
 

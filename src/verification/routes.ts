@@ -36,7 +36,7 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
       response: { 202: ref(PasswordResetAccepted), ...problems(400, [409, 'IDEMPOTENCY_KEY_IN_USE'], 413, 415, 422) }
     }
   }, async (request, reply) => {
-    await service.requestReset(request.body.email, request.ip)
+    await service.requestReset(request.body.email, request.client)
     return reply.code(202).header('cache-control', 'no-store').send({
       detail: 'If this address may receive a password reset, a mail with a token is on its way.',
       expires_in: resetTtl
@@ -52,7 +52,7 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
       response: { 204: NoContent, ...problems([400, 'VALIDATION_FAILED', 'INVALID_TOKEN'], 413, 415) }
     }
   }, async (request, reply) => {
-    await service.confirmReset(request.body.token, request.body.password, request.ip)
+    await service.confirmReset(request.body.token, request.body.password, request.client)
     return reply.code(204).send(null)
   })
 }

@@ -5,7 +5,7 @@ import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { findEmail, lockEmail, markVerified, type EmailRow } from '../emails/repository.js'
 import type { LoginGuard } from '../limits/login-guard.js'
-import type { Limit, Throttle } from '../limits/throttle.js'
+import type { Throttle } from '../limits/throttle.js'
 import { endSessions } from '../sessions/repository.js'
 import { lockUser, updateUserRow } from '../users/repository.js'
 import type { AddressMail } from './address-mail.js'
@@ -14,9 +14,6 @@ import { deleteEmailTokens, deleteUserTokens, findEmailToken, findResetTarget, l
 export interface VerificationOptions {
   /** Least time between two verification mails to one address (VERIFICATION_RESEND_SECONDS). */
   resendSeconds: number
-  /** Requests that mail on demand, per client address per window (MAIL_MAX_PER_CLIENT, LOGIN_WINDOW_SECONDS). */
-  mailMaxPerClient: number
-  resetWindowSeconds: number
   /** Every reset request answers no sooner than this after it arrived, whether or not a mail was written. */
   resetAnswerMs: number
 }
@@ -43,11 +40,11 @@ export class VerificationService {
   /**
    * Mails a new verification token to an unverified address: EMAIL_ALREADY_VERIFIED when verified, RATE_LIMITED
    * within VERIFICATION_RESEND_SECONDS of the last verification mail to it (those of sign-up, adding and replacing
-   * included). The user row is locked first, so two resends at once send one mail. Counted, with reset requests,
-   * against the client's MAIL_MAX_PER_CLIENT.
+   * included). The user row is locked first, so two resends at once send one mail. Counted against the client's
+   * MAIL_MAX_PER_CLIENT (`client` null: an admin's request).
    */
-  async resend(userId: number, emailId: number, client: string): Promise<{ row: EmailRow; expiresAt: number }> {
-    await this.throttle.take(this.perClient(client))
+  async resend(userId: number, emailId: number, client: string | null): Promise<{ row: EmailRow; expiresAt: number }> {
+    await this.mail.allow(client)
     const sent = await inTransaction(this.db, async (trx) => {
       await lockUser(trx, userId)
       const row = await lockEmail(trx, userId, { id: emailId })
@@ -56,8 +53,9 @@ export class VerificationService {
       const now = Date.now()
       const last = await lastTokenAt(trx, row.id, 'verify')
       const wait = last === undefined ? 0 : last + this.options.resendSeconds * 1000 - now
-      if (wait > 0) throw new RateLimited(`A verification mail was sent to this address less than ${this.options.resendSeconds} s ago`, wait)
-      return { row, expiresAt: await this.mail.verification(trx, row, now) }
+      const mailed = wait > 0 ? { waitMs: wait } : await this.mail.verification(trx, row, now)
+      if ('waitMs' in mailed) throw new RateLimited(`A verification mail was sent to this address less than ${this.options.resendSeconds} s ago`, mailed.waitMs)
+      return { row, expiresAt: mailed.expiresAt }
     })
     this.mail.committed()
     return sent
@@ -94,9 +92,9 @@ export class VerificationService {
   async requestReset(address: string, client: string): Promise<void> {
     const started = Date.now()
     const key = addressLookupKey(address) ?? address
+    await this.mail.allow(client)
     await this.throttle.take(
-      { key: `reset-addr:${key}`, max: 1, windowMs: this.options.resendSeconds * 1000, detail: `A password reset for this address was asked less than ${this.options.resendSeconds} s ago` },
-      this.perClient(client)
+      { key: `reset-addr:${key}`, max: 1, windowMs: this.options.resendSeconds * 1000, detail: `A password reset for this address was asked less than ${this.options.resendSeconds} s ago` }
     )
     const target = await findResetTarget(this.db, address)
     if (target) {
@@ -135,14 +133,6 @@ export class VerificationService {
       }
       await endSessions(trx, row.user_id)
     })
-  }
-
-  /** The limit on requests that mail on demand, shared by resends and reset requests. */
-  private perClient(client: string): Limit {
-    return {
-      key: `mail-client:${client}`, max: this.options.mailMaxPerClient, windowMs: this.options.resetWindowSeconds * 1000,
-      detail: 'Too many requests for mail from this client; try again later'
-    }
   }
 
   private hashOf(token: string): string {

@@ -25,9 +25,13 @@ const CONTRACT: Record<string, {
   'GET /users/:user_id/emails': { rule: 'self-or-admin', ok: 200 },
   'POST /users/:user_id/emails': { rule: 'self-or-admin', body: (f) => ({ address: `added.${f.target.id}@example.com` }), ok: 201 },
   'GET /users/:user_id/emails/:email_id': { rule: 'self-or-admin', ok: 200 },
-  // The fixture's sign-up mailed the address a moment ago: that mail is made old enough for a resend.
+  // The fixture's sign-up mailed the address a moment ago: that mail is made old enough for a resend, and the
+  // address's own resend interval (VERIFICATION_RESEND_SECONDS=1 below) waited out.
   'POST /users/:user_id/emails/:email_id/verification': {
-    rule: 'self-or-admin', ok: 202, prepare: (app) => app.db.updateTable('email_tokens').set({ created_at: 0 }).execute()
+    rule: 'self-or-admin', ok: 202, prepare: async (app) => {
+      await app.db.updateTable('email_tokens').set({ created_at: 0 }).execute()
+      await new Promise((resolve) => setTimeout(resolve, 1_050))
+    }
   },
   'PUT /users/:user_id/emails/:email_id': { rule: 'self-or-admin', body: (f) => ({ address: `changed.${f.target.id}@example.com` }), ok: 200 },
   'DELETE /users/:user_id/emails/:email_id': { rule: 'owner', ok: 204 },
@@ -83,7 +87,7 @@ function request(key: string, f: Fixture) {
 }
 
 t.test('every route, every kind of caller', async (t) => {
-  const app = await build(t)
+  const app = await build(t, { env: { VERIFICATION_RESEND_SECONDS: '1' } })
   const admin = await adminUser(app)
 
   const served = [...new Set(app.routePlans.filter((r) => r.method !== 'HEAD' && !r.url.startsWith('/docs')).map((r) => `${r.method} ${r.url}`))]

@@ -234,15 +234,19 @@ t.test('a reset request answers alike for every address, and mails only a primar
   assertProblem(t, await app.inject({ method: 'POST', url: '/auth/password-resets', payload: { email: 'not an address' } }), 400, 'VALIDATION_FAILED')
 })
 
-t.test('reset requests and resends are limited per client; failed reset tokens count against the client', async (t) => {
+t.test('sign-ups, reset requests and resends are limited per client; failed reset tokens count against the client', async (t) => {
   const { app } = await mailing(t, { MAIL_MAX_PER_CLIENT: '3', LOGIN_MAX_FAILURES_PER_CLIENT: '3' })
-  for (let i = 0; i < 3; i++) {
+  // The sign-up mails a verification: the first of the client's three.
+  const user = await newUser(app)
+  for (let i = 0; i < 2; i++) {
     t.equal((await app.inject({ method: 'POST', url: '/auth/password-resets', payload: { email: `a${i}@example.com` } })).statusCode, 202)
   }
   assertProblem(t, await app.inject({ method: 'POST', url: '/auth/password-resets', payload: { email: 'a9@example.com' } }), 429, 'RATE_LIMITED', 'past the per-client limit')
   const other = await app.inject({ method: 'POST', url: '/auth/password-resets', payload: { email: 'a9@example.com' }, remoteAddress: '10.0.0.9' })
   t.equal(other.statusCode, 202, 'another client is not limited')
-  const user = await newUser(app)
+  const signup = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Late', email: 'late@example.com', password: 'password-123' } })
+  assertProblem(t, signup, 429, 'RATE_LIMITED', 'a sign-up past the limit is refused')
+  t.equal((await app.inject({ url: '/users/email/late@example.com', headers: (await adminUser(app)).headers })).statusCode, 404, 'and creates nothing')
   const [email] = await emailsOf(app, user)
   const resend = await app.inject({ method: 'POST', url: `/users/${user.id}/emails/${email!.id}/verification`, headers: user.headers })
   assertProblem(t, resend, 429, 'RATE_LIMITED', 'resends share the per-client limit')
@@ -275,7 +279,8 @@ t.test('reset answers take the same time whether or not the address exists', asy
 })
 
 t.test('an unverified claim stops blocking the address after UNVERIFIED_CLAIM_SECONDS; a verified one never does', async (t) => {
-  const { app, smtp } = await mailing(t, { UNVERIFIED_CLAIM_SECONDS: '1' })
+  // Each address's verification mails are a second apart at least: the waits below let the next one through.
+  const { app, smtp } = await mailing(t, { UNVERIFIED_CLAIM_SECONDS: '1', VERIFICATION_RESEND_SECONDS: '1' })
   const squatter = await newUser(app, { email: 'squatter@example.com' })
   const owner = await newUser(app, { email: 'owner@example.com' })
   await app.inject({ method: 'POST', url: `/users/${squatter.id}/emails`, headers: squatter.headers, payload: { address: 'Claimed@Example.com' } })

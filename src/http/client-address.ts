@@ -1,0 +1,35 @@
+import { isIP } from 'node:net'
+import ipaddr from 'ipaddr.js'
+import type { FastifyInstance } from 'fastify'
+
+/**
+ * The key a client address counts under in every per-client limit (the rate limit, failed logins, mail on demand):
+ * one spelling per client. IPv6 is written canonically (`2001:DB8::1`, `2001:0db8:0:0::1` and `[2001:db8::1]` are
+ * one client), an IPv4-mapped IPv6 address is its IPv4 address, and IPv6 addresses are grouped by their first
+ * `v6PrefixBits` bits (a /64 by default: one subscriber's network, whose addresses a client can change at will).
+ * Anything that is not an IP address (a test's fake peer) is its own key.
+ */
+export function clientKey(address: string, v6PrefixBits: number): string {
+  let text = address.trim()
+  if (text.startsWith('[') && text.includes(']')) text = text.slice(1, text.indexOf(']'))
+  const zone = text.indexOf('%')
+  if (zone >= 0) text = text.slice(0, zone)
+  if (!isIP(text)) return text.toLowerCase()
+  const parsed = ipaddr.process(text)
+  if (parsed.kind() === 'ipv4') return parsed.toString()
+  const bytes = parsed.toByteArray()
+  for (let bit = v6PrefixBits; bit < 128; bit++) bytes[bit >> 3]! &= ~(0x80 >> (bit & 7))
+  return `${ipaddr.fromByteArray(bytes).toString()}/${v6PrefixBits}`
+}
+
+/**
+ * `request.client`: the caller's client address as a limit key (above), from the address Fastify reports (the
+ * socket's, or the forwarded one when TRUST_PROXY names the proxy).
+ */
+export function installClientKeys(app: FastifyInstance, v6PrefixBits: number): void {
+  app.decorateRequest('client', {
+    getter(this: { ip: string }) {
+      return clientKey(this.ip, v6PrefixBits)
+    }
+  })
+}
