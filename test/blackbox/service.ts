@@ -46,6 +46,8 @@ export interface RunningService {
   usage(): Usage
   /** Whether the process is still running (it has not exited). */
   running(): boolean
+  /** The statuses /health/ready answered while the service was starting (refused connections not counted). */
+  startup: number[]
 }
 
 /**
@@ -80,9 +82,14 @@ export async function startBuilt(t: Test, env: Record<string, string> = {}, node
   }))
   const base = `http://127.0.0.1:${port}`
   let up = false
-  for (let i = 0; i < 300 && !up && !ended; i++) {
-    try { up = (await fetch(`${base}/health/ready`)).ok } catch { /* starting */ }
-    if (!up) await new Promise((resolve) => setTimeout(resolve, 100))
+  const startup: number[] = []
+  for (let i = 0; i < 600 && !up && !ended; i++) {
+    try {
+      const status = (await fetch(`${base}/health/ready`)).status
+      startup.push(status)
+      up = status === 200
+    } catch { /* not listening yet */ }
+    if (!up) await new Promise((resolve) => setTimeout(resolve, 50))
   }
   if (!up) {
     child.kill('SIGKILL')
@@ -95,7 +102,7 @@ export async function startBuilt(t: Test, env: Record<string, string> = {}, node
   })
   const pid = child.pid!
   return {
-    child, pid, port, base, lines, exited,
+    child, pid, port, base, lines, exited, startup,
     running: () => !ended,
     usage: () => ({
       fds: readdirSync(`/proc/${pid}/fd`).length,

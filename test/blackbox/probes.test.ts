@@ -1,0 +1,175 @@
+import { randomUUID } from 'node:crypto'
+import { join } from 'node:path'
+import t from 'tap'
+import { ADMIN } from '../helpers.js'
+import { TestSmtp } from '../mail/smtp.js'
+import { assertRecovered, root, startBuilt, type RunningService } from './service.js'
+
+/**
+ * What probing the running service found, each held by a test against the built service over real sockets:
+ * mail storms past the resend interval, per-client limits split by how an address is spelled, a 429 kept as an
+ * idempotent answer, load shed at start and logged a stack a request, login timing, and the process-level policy
+ * for an unexpected error.
+ */
+
+const json = (body: unknown) => ({ 'content-type': 'application/json', body: JSON.stringify(body) })
+
+async function call(service: RunningService, method: string, path: string, options: { headers?: Record<string, string>; body?: unknown } = {}) {
+  const res = await fetch(`${service.base}${path}`, {
+    method,
+    headers: { ...(options.body === undefined ? {} : { 'content-type': 'application/json' }), ...options.headers },
+    body: options.body === undefined ? undefined : JSON.stringify(options.body)
+  })
+  const text = await res.text()
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} }
+}
+
+async function signUp(service: RunningService, email: string, headers: Record<string, string> = {}) {
+  const created = await call(service, 'POST', '/users', { headers, body: { name: 'Probe', email, password: 'password-123' } })
+  if (created.status !== 201) throw new Error(`sign-up: ${created.status} ${JSON.stringify(created.body)}`)
+  const login = await call(service, 'POST', '/auth/tokens', { headers, body: { email, password: 'password-123' } })
+  return { id: created.body.id as number, auth: { authorization: `Bearer ${String(login.body.token)}` } }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+t.test('one verification mail per address per resend interval, whatever the path; every mail-causing request counts per client', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const service = await startBuilt(t, { SMTP_URL: smtp.url, MAIL_MAX_PER_CLIENT: '25' })
+  const baseline = service.usage()
+  const me = await signUp(service, 'storm@example.com')
+
+  // Replacing the address back and forth between the victim's and one's own, ten times in a few seconds.
+  for (let i = 0; i < 10; i++) {
+    const email = i % 2 === 0 ? 'victim@example.net' : 'storm@example.com'
+    t.equal((await call(service, 'PUT', `/users/${me.id}/email`, { headers: me.auth, body: { email } })).status, 200, `replace #${i + 1}`)
+  }
+  // Adding and removing another victim's address ten times.
+  for (let i = 0; i < 10; i++) {
+    const added = await call(service, 'POST', `/users/${me.id}/emails`, { headers: me.auth, body: { address: 'victim2@example.net' } })
+    t.equal(added.status, 201, `add #${i + 1}`)
+    t.equal((await call(service, 'DELETE', `/users/${me.id}/emails/${String(added.body.id)}`, { headers: me.auth })).status, 204)
+  }
+  // Sign-up 1, replaces 10, adds 10: 21 of the client's 25. Four more pass, the fifth is refused and changes nothing.
+  const more: number[] = []
+  for (let i = 0; i < 5; i++) more.push((await call(service, 'POST', `/users/${me.id}/emails`, { headers: me.auth, body: { address: `more${i}@example.org` } })).status)
+  t.same(more, [201, 201, 201, 201, 429], 'every mail-causing request counts against MAIL_MAX_PER_CLIENT')
+  const list = await call(service, 'GET', `/users/${me.id}/emails`, { headers: me.auth })
+  t.notOk((list.body.items as Array<{ address: string }>).some((e) => e.address === 'more4@example.org'), 'the refused request added nothing')
+
+  await smtp.waitFor('more3@example.org')
+  await sleep(1_000) // any mail still on its way
+  t.equal(smtp.to('victim@example.net').length, 1, 'the first victim got one mail')
+  t.equal(smtp.to('victim2@example.net').length, 1, 'the second victim got one mail')
+  t.equal(smtp.to('storm@example.com').length, 1, 'the user\'s own address one (its sign-up\'s)')
+  await assertRecovered(t, service, baseline, 'after the mail storm')
+})
+
+t.test('every spelling of one client address, and every address of one IPv6 /64, is one client', async (t) => {
+  const service = await startBuilt(t, { TRUST_PROXY: 'loopback', LOGIN_MAX_FAILURES: '5', RATE_LIMIT_MAX: '1000' })
+  await signUp(service, 'target@example.com', { 'x-forwarded-for': '198.51.100.1' })
+  const guess = (forwarded: string) => call(service, 'POST', '/auth/tokens', {
+    headers: { 'x-forwarded-for': forwarded }, body: { email: 'target@example.com', password: 'wrong-password' }
+  })
+  const spellings = ['2001:db8::1', '2001:DB8::1', '2001:db8:0:0:0:0:0:1', '2001:0db8::0001', '[2001:db8::1]', '2001:db8::2', '2001:db8::ffff:1']
+  const statuses: number[] = []
+  for (const spelling of spellings) statuses.push((await guess(spelling)).status)
+  t.same(statuses, [401, 401, 401, 401, 401, 429, 429], 'five guesses in all, then 429, across spellings and one /64')
+  t.equal((await guess('2001:db8:1::1')).status, 401, 'another /64 is another client')
+
+  const mapped = ['::ffff:203.0.113.9', '203.0.113.9', '::FFFF:203.0.113.9', '203.0.113.9', '::ffff:cb00:7109', '203.0.113.9']
+  const v4: number[] = []
+  for (const spelling of mapped) v4.push((await guess(spelling)).status)
+  t.same(v4, [401, 401, 401, 401, 401, 429], 'an IPv4-mapped IPv6 address is its IPv4 address')
+
+  // The general rate limit's window: one for all the spellings.
+  const remaining = async (forwarded: string) => {
+    const res = await fetch(`${service.base}/openapi.json`, { headers: { 'x-forwarded-for': forwarded } })
+    await res.arrayBuffer()
+    return Number(/r=(\d+)/.exec(res.headers.get('ratelimit') ?? '')?.[1])
+  }
+  const first = await remaining('2001:db8:5::1')
+  t.equal(await remaining('2001:DB8:5:0::7'), first - 1, 'the rate limit counts both spellings in one window')
+})
+
+t.test('a 429 is not kept as the answer to its Idempotency-Key: the retry it invites runs', async (t) => {
+  const service = await startBuilt(t, { VERIFICATION_RESEND_SECONDS: '1' })
+  const reset = (key: string) => call(service, 'POST', '/auth/password-resets', { headers: { 'idempotency-key': key }, body: { email: ADMIN.email } })
+  t.equal((await reset(randomUUID())).status, 202)
+  const key = randomUUID()
+  const refused = await reset(key)
+  t.equal(refused.status, 429, 'asked again within the interval')
+  const wait = Number(refused.headers.get('retry-after'))
+  t.ok(wait >= 1, `Retry-After: ${wait}`)
+  await sleep(wait * 1000 + 100)
+  const retried = await reset(key)
+  t.equal(retried.status, 202, 'the retry ran')
+  t.equal(retried.headers.get('idempotent-replayed'), null, 'and was not a replay')
+  const replayed = await reset(key)
+  t.equal(replayed.status, 202)
+  t.equal(replayed.headers.get('idempotent-replayed'), 'true', 'its 202 is the kept answer from then on')
+})
+
+t.test('load shedding: never at start, and shed requests logged as a count, not a stack each', async (t) => {
+  // A threshold of 20 ms: a start's migrations and schema compiling, which block the loop far longer, must still not count.
+  const service = await startBuilt(t, { LOG_LEVEL: 'info', MAX_EVENT_LOOP_DELAY_MS: '20', ROSTER_TEST_FAULT: 'lag' }, ['--import', join(root, 'test/blackbox/fixtures/faults.mjs')])
+  t.notOk(service.startup.includes(503), `no 503 while starting (statuses seen: ${[...new Set(service.startup)].join(', ')})`)
+  const baseline = service.usage()
+  // Two seconds of lag, with requests arriving throughout.
+  service.child.kill('SIGUSR2')
+  const statuses = await Promise.all(Array.from({ length: 40 }, (_, i) => sleep(i * 50).then(async () => {
+    try {
+      const res = await fetch(`${service.base}/openapi.json`)
+      await res.arrayBuffer()
+      return res.status
+    } catch { return 0 }
+  })))
+  t.ok(statuses.includes(503), `requests were shed while the loop lagged (${statuses.filter((s) => s === 503).length} of 40)`)
+  t.ok(statuses.every((s) => s === 200 || s === 503), 'each answered 200 or 503')
+  let back = false
+  for (let i = 0; i < 50 && !back; i++) {
+    back = (await fetch(`${service.base}/health/ready`)).status === 200
+    if (!back) await sleep(100)
+  }
+  t.ok(back, 'ready again once the loop is free')
+  for (let i = 0; i < 120 && !service.lines.some((l) => l.includes('overloaded: requests answered 503')); i++) await sleep(100)
+  const errors = service.lines.filter((l) => /"level":(50|60)/.test(l))
+  t.same(errors, [], 'no error lines for shed requests')
+  const report = service.lines.filter((l) => l.includes('overloaded: requests answered 503'))
+  t.ok(report.length >= 1 && report.length <= 2, `the shedding is reported as a count (${report.length} line(s))`)
+  t.notOk(report.some((l) => l.includes('"stack"')), 'with no stack')
+  await assertRecovered(t, service, baseline, 'after shedding')
+})
+
+t.test('a wrong password takes the same time for a known and an unknown address', async (t) => {
+  const service = await startBuilt(t, { LOGIN_MAX_FAILURES: '1000', LOGIN_MAX_FAILURES_PER_CLIENT: '1000', LOGIN_MAX_FAILURES_PER_ACCOUNT: '1000' })
+  await signUp(service, 'timed@example.com')
+  const timed = async (email: string) => {
+    const started = process.hrtime.bigint()
+    const res = await call(service, 'POST', '/auth/tokens', { body: { email, password: 'not-the-password' } })
+    t.equal(res.status, 401)
+    return Number(process.hrtime.bigint() - started) / 1e6
+  }
+  for (let i = 0; i < 4; i++) { await timed('timed@example.com'); await timed('nobody@example.com') } // warm up
+  const known: number[] = []
+  const unknown: number[] = []
+  for (let i = 0; i < 30; i++) {
+    known.push(await timed('timed@example.com'))
+    unknown.push(await timed(`nobody${i}@example.com`))
+  }
+  const gap = Math.abs(median(known) - median(unknown))
+  t.ok(gap < 5, `medians ${median(known).toFixed(1)} ms (known) and ${median(unknown).toFixed(1)} ms (unknown), ${gap.toFixed(1)} ms apart (< 5)`)
+})
+
+t.test('an unexpected error is logged at fatal and ends the process with status 1, for its supervisor to restart', async (t) => {
+  for (const fault of ['throw', 'reject']) {
+    const service = await startBuilt(t, { LOG_LEVEL: 'info', ROSTER_TEST_FAULT: fault }, ['--import', join(root, 'test/blackbox/fixtures/faults.mjs')])
+    service.child.kill('SIGUSR2')
+    t.equal(await service.exited, 1, `${fault}: exit status 1`)
+    const fatal = service.lines.find((l) => l.includes('"level":60'))
+    t.ok(fatal, `${fault}: a fatal line`)
+    t.match(fatal ?? '', /played by the test/, `${fault}: with the error`)
+    t.match(fatal ?? '', /supervisor restarts/, `${fault}: saying what happens next`)
+  }
+})
