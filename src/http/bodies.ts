@@ -28,6 +28,32 @@ export function fileText(buffer: Buffer, field: string): string {
   }
 }
 
+/**
+ * An urlencoded form, strictly: each name and value percent-decoded as UTF-8 (`+` a space), a name given more than
+ * once an array of its values. Escapes that are not UTF-8 (`%FF`), and raw bytes that were not (which reach here as
+ * U+FFFD), are a 400 rather than text the client never sent.
+ */
+export function parseForm(text: string): Record<string, string | string[]> {
+  const body: Record<string, string | string[]> = Object.create(null)
+  if (text.includes('\uFFFD')) throw invalidField('', 'body', 'is not valid UTF-8', 'The form is not valid UTF-8')
+  for (const pair of text.split('&')) {
+    if (pair === '') continue
+    const eq = pair.indexOf('=')
+    const name = formDecode(eq < 0 ? pair : pair.slice(0, eq))
+    const value = eq < 0 ? '' : formDecode(pair.slice(eq + 1))
+    addField(body, name, value)
+  }
+  return body
+}
+
+function formDecode(text: string): string {
+  try {
+    return decodeURIComponent(text.replaceAll('+', ' '))
+  } catch {
+    throw invalidField('', 'body', 'is not valid UTF-8 percent-encoding', `The form holds ${JSON.stringify(text.slice(0, 40))}, which is not valid UTF-8 percent-encoding`)
+  }
+}
+
 /** Per-request multipart limits: write bodies are a handful of short fields. */
 export const MULTIPART_LIMITS = {
   fieldNameSize: 100,
@@ -43,6 +69,7 @@ function addField(body: Record<string, unknown>, name: string, value: string) {
   const existing = body[name]
   body[name] = existing === undefined ? value : Array.isArray(existing) ? [...existing, value] : [existing, value]
 }
+
 
 /** Reads a multipart body's parts into one plain object, the request's body. */
 async function collectParts(request: FastifyRequest): Promise<void> {
@@ -72,7 +99,20 @@ async function collectParts(request: FastifyRequest): Promise<void> {
  */
 export async function installBodies(app: FastifyInstance): Promise<void> {
   app.removeContentTypeParser('text/plain')
-  await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT })
+  // JSON as Fastify parses it (prototype poisoning refused), from bytes that must be UTF-8: a lossy decoding would
+  // store replacement characters in place of what the client sent.
+  const parseJson = app.getDefaultJsonParser('error', 'error')
+  app.removeContentTypeParser('application/json')
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
+    let text: string
+    try {
+      text = utf8.decode(body)
+    } catch {
+      return done(invalidField('', 'body', 'is not valid UTF-8', 'The body is not valid UTF-8'), undefined)
+    }
+    parseJson(request, text, done)
+  })
+  await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT, parser: parseForm })
   app.addHook('preParsing', bodyDeadline)
   installUnreadBodies(app)
 }

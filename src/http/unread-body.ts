@@ -1,3 +1,4 @@
+import type { IncomingHttpHeaders } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance } from 'fastify'
 
@@ -19,7 +20,8 @@ export function installUnreadBodies(app: FastifyInstance): void {
   app.addHook('onSend', (request, reply, payload, done) => {
     const raw = request.raw
     // `complete` is false until the last byte of the body has been received (an injected request has no such flag).
-    if (raw.complete !== false || raw.socket === null) return done(null, payload)
+    // A request that declares no body has none to read, even while pipelining keeps its end from being parsed yet.
+    if (raw.complete !== false || raw.socket === null || !declaresBody(raw.headers)) return done(null, payload)
     reply.header('connection', 'close')
     const socket = raw.socket
     reply.raw.once('finish', () => {
@@ -31,6 +33,11 @@ export function installUnreadBodies(app: FastifyInstance): void {
     lingerOnClose(socket)
     done(null, payload)
   })
+}
+
+function declaresBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers['content-length']
+  return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')
 }
 
 /**

@@ -12,7 +12,6 @@ import { assertRecovered, root, startBuilt, type RunningService } from './servic
  * for an unexpected error.
  */
 
-const json = (body: unknown) => ({ 'content-type': 'application/json', body: JSON.stringify(body) })
 
 async function call(service: RunningService, method: string, path: string, options: { headers?: Record<string, string>; body?: unknown } = {}) {
   const res = await fetch(`${service.base}${path}`, {
