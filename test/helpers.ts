@@ -35,7 +35,7 @@ export async function freshDatabase(): Promise<{ url: string; drop: () => Promis
  * A fresh database that several app instances (or a separate server process) can open at once: a file on the
  * embedded engine, a database of its own on MySQL. Removed when the test ends.
  */
-export async function sharedDatabase(t: Test): Promise<string> {
+export async function sharedDatabase(t: Pick<Test, 'teardown'>): Promise<string> {
   if (ENGINE === 'sqlite') {
     const dir = mkdtempSync(join(tmpdir(), 'roster-'))
     t.teardown(() => rmSync(dir, { recursive: true, force: true }))

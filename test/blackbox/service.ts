@@ -39,6 +39,8 @@ export interface RunningService {
   pid: number
   port: number
   base: string
+  /** The database the service was started on. */
+  databaseUrl: string
   /** Every line the service wrote to stdout and stderr so far. */
   lines: string[]
   /** Settles with the exit code (or signal) once the process has ended. */
@@ -54,7 +56,7 @@ export interface RunningService {
  * The built service (`dist/`, made by `npm test` before the legs run) started as `npm start` starts it, on a real
  * port, a fresh database of the leg's engine and the test's own settings; stopped with SIGTERM when the test ends.
  */
-export async function startBuilt(t: Test, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<RunningService> {
+export async function startBuilt(t: Pick<Test, 'teardown'>, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<RunningService> {
   if (!existsSync(entry)) throw new Error(`${entry} is missing: npm test builds it (or run npm run build)`)
   const port = await freePort()
   const url = env.DATABASE_URL ?? await sharedDatabase(t)
@@ -102,7 +104,7 @@ export async function startBuilt(t: Test, env: Record<string, string> = {}, node
   })
   const pid = child.pid!
   return {
-    child, pid, port, base, lines, exited, startup,
+    child, pid, port, base, lines, exited, startup, databaseUrl: url,
     running: () => !ended,
     usage: () => ({
       fds: readdirSync(`/proc/${pid}/fd`).length,
