@@ -83,13 +83,14 @@ async function mysqlReachable() {
 const totals = { passed: 0, failed: 0 }
 let exitCode = 0
 
-console.log('# typecheck (tsc --noEmit)')
-const tsc = await run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], {})
+// The type check (tests and benchmarks included) and the build of dist/ for the black-box leg (test/blackbox/, which
+// runs the service as `npm start` does), side by side: each is one single-threaded compiler.
+console.log('# typecheck (tsc --noEmit) and build (tsc -p tsconfig.build.json)')
+const [tsc, build] = await Promise.all([
+  run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], {}),
+  run('npx', ['--no-install', 'tsc', '-p', 'tsconfig.build.json'], {})
+])
 if (tsc.code !== 0) { console.log('# typecheck failed'); totals.failed++; exitCode = 1 } else totals.passed++
-
-// The black-box leg (test/blackbox/) runs the built service as `npm start` does: build it once, here.
-console.log('# build (npm run build)')
-const build = await run('npx', ['--no-install', 'tsc', '-p', 'tsconfig.build.json'], {})
 if (build.code !== 0) { console.log('# build failed'); totals.failed++; exitCode = 1 } else totals.passed++
 
 const legs = [{ name: 'sqlite', env: { TEST_DB: 'sqlite' } }]

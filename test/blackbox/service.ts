@@ -116,8 +116,9 @@ export async function startBuilt(t: Pick<Test, 'teardown'>, env: Record<string, 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /**
- * After a group of abuse: the same process (same pid, never exited) still answers, and within `settleMs` its open
- * descriptors come back to the baseline (plus `fdSlack`, for the database pool's and Redis's own connections) and
+ * After a group of abuse: the same process (same pid, never exited) still answers, and within `settleMs` (past the
+ * server's 10 s keep-alive timeout, so that clients' idle pooled connections are gone too) its open descriptors come
+ * back to the baseline (plus `fdSlack`, for the database pool's and Redis's own connections) and
  * its resident memory stays within `rssSlackKb` of it.
  */
 export async function assertRecovered(
@@ -126,7 +127,7 @@ export async function assertRecovered(
 ): Promise<void> {
   const fdSlack = bounds.fdSlack ?? 4
   const rssSlackKb = bounds.rssSlackKb ?? 48 * 1024
-  const until = Date.now() + (bounds.settleMs ?? 5_000)
+  const until = Date.now() + (bounds.settleMs ?? 12_000)
   t.ok(service.running(), `${what}: the process ${service.pid} is still running`)
   let live = 0
   try { live = (await fetch(`${service.base}/health/live`)).status } catch { /* refused */ }
