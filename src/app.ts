@@ -15,6 +15,7 @@ import { EmailsService } from './emails/service.js'
 import healthRoutes from './health/routes.js'
 import { authenticateStep, authorizeStep } from './http/authenticate.js'
 import { installBodies, multipartStep } from './http/bodies.js'
+import { installUnreadBodies } from './http/unread-body.js'
 import { conditionalGetStep } from './http/conditional.js'
 import { installClientKeys } from './http/client-address.js'
 import { installCors } from './http/cors.js'
@@ -133,6 +134,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
     forceCloseConnections: 'idle'
   }).withTypeProvider<TypeBoxTypeProvider>()
 
+  // First of the app-wide hooks: a request pipelined behind an answer that closes its connection is never served.
+  installUnreadBodies(app)
   if (stdout) {
     app.addHook('onClose', (_app, done) => {
       stdout.close()
@@ -218,7 +221,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
     emails: new EmailsService(db, addressMail, {
       maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL, claimSeconds: config.UNVERIFIED_CLAIM_SECONDS
     }),
-    verification: new VerificationService(db, addressMail, guard, throttle, {
+    verification: new VerificationService(db, addressMail, guard, {
       resendSeconds: config.VERIFICATION_RESEND_SECONDS,
       resetAnswerMs: RESET_ANSWER_MS
     }),

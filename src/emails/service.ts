@@ -5,7 +5,7 @@ import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { lockUser, touchUser, userExists } from '../users/repository.js'
-import type { AddressMail } from '../verification/address-mail.js'
+import type { AddressMail, MailSlot } from '../verification/address-mail.js'
 import { deleteEmailTokens } from '../verification/repository.js'
 import {
   countEmails, deleteEmailRow, findEmail, findPrimaryEmail, findStaleClaim, insertEmail, listEmails, lockEmail, markPrimary,
@@ -101,16 +101,16 @@ export class EmailsService {
    */
   async add(userId: number, address: string, client: string | null): Promise<EmailRow> {
     await this.mail.allow(client)
-    return this.mailing(async (trx) => {
+    return this.mail.withSlot(userId, address, (slot) => this.mailing(async (trx) => {
       await lockUser(trx, userId)
       const count = await countEmails(trx, userId)
       if (count >= this.options.maxPerUser) throw new EmailLimit(this.options.maxPerUser)
       const now = Date.now()
       const emailId = await claimingStale(trx, address, userId, this.claimCutoff(now), () => insertEmail(trx, userId, address, count === 0, now))
       if (count === 0) await touchUser(trx, userId, now)
-      await this.mail.verification(trx, { id: emailId, user_id: userId, address }, now)
+      await this.mail.verification(trx, { id: emailId, user_id: userId, address }, now, slot)
       return written(trx, userId, emailId)
-    })
+    }))
   }
 
   /**
@@ -121,13 +121,13 @@ export class EmailsService {
   async update(userId: number, emailId: number, change: EmailChange, expected: Expected, client: string | null): Promise<EmailRow> {
     // A new mailbox is mailed a verification, a new primary tells the former one: either counts as mail asked for.
     if (change.address !== undefined || change.primary === true) await this.mail.allow(client)
-    return this.mailing(async (trx) => {
+    const run = (slot?: MailSlot) => this.mailing(async (trx) => {
       await lockUser(trx, userId)
       let row = await lockEmail(trx, userId, { id: emailId })
       if (!row) throw missing(userId, { id: emailId })
       mustMatch(row.version, expected)
-      if (change.address !== undefined) {
-        await this.rewrite(trx, row, change.address)
+      if (change.address !== undefined && slot) {
+        await this.rewrite(trx, row, change.address, slot)
         row = await written(trx, userId, emailId)
       }
       if (change.primary === false && row.primary_user_id !== null) {
@@ -145,6 +145,7 @@ export class EmailsService {
       }
       return written(trx, userId, emailId)
     })
+    return change.address === undefined ? run() : this.mail.withSlot(userId, change.address, run)
   }
 
   /**
@@ -153,12 +154,12 @@ export class EmailsService {
    */
   async placePrimary(userId: number, address: string, expected: Expected, client: string | null): Promise<{ row: EmailRow; created: boolean }> {
     await this.mail.allow(client)
-    return this.mailing(async (trx) => {
+    return this.mail.withSlot(userId, address, (slot) => this.mailing(async (trx) => {
       await lockUser(trx, userId)
       const primary = await lockEmail(trx, userId, 'primary')
       if (primary) {
         mustMatch(primary.version, expected)
-        await this.rewrite(trx, primary, address)
+        await this.rewrite(trx, primary, address, slot)
         return { row: await written(trx, userId, primary.id), created: false }
       }
       // No primary means no address at all: each user with an address has exactly one primary. An If-Match
@@ -167,9 +168,9 @@ export class EmailsService {
       const now = Date.now()
       const id = await claimingStale(trx, address, userId, this.claimCutoff(now), () => insertEmail(trx, userId, address, true, now))
       await touchUser(trx, userId, now)
-      await this.mail.verification(trx, { id, user_id: userId, address }, now)
+      await this.mail.verification(trx, { id, user_id: userId, address }, now, slot)
       return { row: await written(trx, userId, id), created: true }
-    })
+    }))
   }
 
   /**
@@ -196,14 +197,14 @@ export class EmailsService {
    * Writes a new text for an address. Another mailbox (not merely other letter case) is a new claim: unverified,
    * its old tokens dead, a verification mail sent.
    */
-  private async rewrite(trx: Trx, row: EmailRow, address: string): Promise<void> {
+  private async rewrite(trx: Trx, row: EmailRow, address: string, slot: MailSlot): Promise<void> {
     const now = Date.now()
     const newMailbox = normalizeAddress(address) !== normalizeAddress(row.address)
     await claimingStale(trx, address, row.user_id, this.claimCutoff(now), () => rewriteAddress(trx, row.id, address, now, newMailbox))
     if (row.primary_user_id !== null) await touchUser(trx, row.user_id, now)
     if (newMailbox) {
       await deleteEmailTokens(trx, row.id)
-      await this.mail.verification(trx, { id: row.id, user_id: row.user_id, address }, now)
+      await this.mail.verification(trx, { id: row.id, user_id: row.user_id, address }, now, slot)
     }
   }
 }

@@ -25,12 +25,15 @@ const health: FastifyPluginAsyncTypebox = async (app) => {
       description: 'For a balancer\'s readiness probe: 503 while the database is unreachable or the service is shutting down. Never rate limited.',
       response: { 200: Health, ...only(503) }
     }
-  }, async (_request, reply) => {
+  }, async (request, reply) => {
     try {
       await ping(app.db)
     } catch (err) {
-      // A driver's "unreachable" goes to the error handler as it is, to be logged once per outage.
-      throw isUnavailable(err) ? err : new Unavailable('The database is unreachable')
+      // A driver's "unreachable" goes to the error handler as it is, to be logged once per outage; anything else is
+      // logged here, since the 503 it becomes is an answer the error handler does not log.
+      if (isUnavailable(err)) throw err
+      request.log.error({ err }, 'readiness: the database check failed')
+      throw new Unavailable('The database is unreachable')
     }
     reply.header('cache-control', 'no-store')
     return { status: 'ok' as const }

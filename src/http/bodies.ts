@@ -4,7 +4,6 @@ import { PassThrough } from 'node:stream'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify'
 import { DomainError, InvalidInput, invalidField, PayloadTooLarge, RequestTimeout } from '../common/errors.js'
 import type { RouteStep } from './lifecycle.js'
-import { installUnreadBodies } from './unread-body.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -29,13 +28,13 @@ export function fileText(buffer: Buffer, field: string): string {
 }
 
 /**
- * An urlencoded form, strictly: each name and value percent-decoded as UTF-8 (`+` a space), a name given more than
- * once an array of its values. Escapes that are not UTF-8 (`%FF`), and raw bytes that were not (which reach here as
- * U+FFFD), are a 400 rather than text the client never sent.
+ * An urlencoded form: each name and value percent-decoded as UTF-8 (`+` a space), a name given more than once an
+ * array of its values. A `%` not followed by two hex digits is itself (`50%off`), as most form parsers take it; escapes
+ * that decode to bytes that are not UTF-8 (`%FF`) are a 400 rather than text the client never sent. (Raw bytes that
+ * are not UTF-8, which a form should not hold unescaped, reach here already replaced by U+FFFD.)
  */
 export function parseForm(text: string): Record<string, string | string[]> {
   const body: Record<string, string | string[]> = Object.create(null)
-  if (text.includes('\uFFFD')) throw invalidField('', 'body', 'is not valid UTF-8', 'The form is not valid UTF-8')
   for (const pair of text.split('&')) {
     if (pair === '') continue
     const eq = pair.indexOf('=')
@@ -46,11 +45,26 @@ export function parseForm(text: string): Record<string, string | string[]> {
   return body
 }
 
-function formDecode(text: string): string {
+const ESCAPE = /%[0-9A-Fa-f]{2}/
+
+function formDecode(raw: string): string {
+  const text = raw.replaceAll('+', ' ')
+  if (!ESCAPE.test(text)) return text
+  const bytes: number[] = []
+  for (let i = 0; i < text.length;) {
+    if (text[i] === '%' && ESCAPE.test(text.slice(i, i + 3))) {
+      bytes.push(parseInt(text.slice(i + 1, i + 3), 16))
+      i += 3
+    } else {
+      const char = String.fromCodePoint(text.codePointAt(i)!)
+      bytes.push(...Buffer.from(char))
+      i += char.length
+    }
+  }
   try {
-    return decodeURIComponent(text.replaceAll('+', ' '))
+    return utf8.decode(Uint8Array.from(bytes))
   } catch {
-    throw invalidField('', 'body', 'is not valid UTF-8 percent-encoding', `The form holds ${JSON.stringify(text.slice(0, 40))}, which is not valid UTF-8 percent-encoding`)
+    throw invalidField('', 'body', 'is not valid UTF-8', 'A field of the form is percent-encoded bytes that are not UTF-8')
   }
 }
 
@@ -114,7 +128,6 @@ export async function installBodies(app: FastifyInstance): Promise<void> {
   })
   await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT, parser: parseForm })
   app.addHook('preParsing', bodyDeadline)
-  installUnreadBodies(app)
 }
 
 /** How long a request body may take to arrive, once its headers have: a body dripped slower is answered 408. */

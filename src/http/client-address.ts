@@ -7,9 +7,11 @@ import type { FastifyInstance } from 'fastify'
  * one spelling per client. IPv6 is written canonically (`2001:DB8::1`, `2001:0db8:0:0::1` and `[2001:db8::1]` are
  * one client), an IPv4-mapped IPv6 address is its IPv4 address, and IPv6 addresses are grouped by their first
  * `v6PrefixBits` bits (a /64 by default: one subscriber's network, whose addresses a client can change at will).
- * Anything that is not an IP address (a test's fake peer) is its own key.
+ * Anything that is not an IP address (a test's fake peer) is its own key; no address at all (the client is gone,
+ * and its socket with it) is `unknown`.
  */
-export function clientKey(address: string, v6PrefixBits: number): string {
+export function clientKey(address: string | undefined, v6PrefixBits: number): string {
+  if (typeof address !== 'string' || address === '') return 'unknown'
   let text = address.trim()
   if (text.startsWith('[') && text.includes(']')) text = text.slice(1, text.indexOf(']'))
   const zone = text.indexOf('%')
@@ -28,7 +30,7 @@ export function clientKey(address: string, v6PrefixBits: number): string {
  */
 export function installClientKeys(app: FastifyInstance, v6PrefixBits: number): void {
   app.decorateRequest('client', {
-    getter(this: { ip: string }) {
+    getter(this: { ip: string | undefined }) {
       return clientKey(this.ip, v6PrefixBits)
     }
   })

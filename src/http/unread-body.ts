@@ -1,10 +1,13 @@
-import type { IncomingHttpHeaders } from 'node:http'
+import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 
 /** After an answer that leaves a body unread: how long the client may go quiet, and how long it is read at most. */
 export const LINGER_IDLE_MS = 2_000
 export const LINGER_MAX_MS = 30_000
+
+/** Connections closing after such an answer: what still arrives on them is read and dropped, never served. */
+const lingering = new WeakSet<Socket>()
 
 /**
  * An answer that goes out before its request's body has been read (a body over the limit, of a type nobody takes,
@@ -12,26 +15,34 @@ export const LINGER_MAX_MS = 30_000
  * read: the answer, then a half-close, then whatever the client still sends read and dropped until it has sent it
  * all and closed its side, goes quiet for LINGER_IDLE_MS, or LINGER_MAX_MS have passed. Closing at once, as Node
  * does after `Connection: close`, makes the kernel reset a connection with unread bytes, and a client still
- * uploading then loses the answer (a broken pipe instead of a 413).
+ * uploading then loses the answer (a broken pipe instead of a 413). A request pipelined behind such an answer is
+ * dropped unserved (RFC 9112, 9.6): the client, told the connection closes, sends it again elsewhere.
  *
- * A body read in full (small bodies arrive with their headers) keeps the connection alive as usual.
+ * A body that has arrived whole by the time the answer goes (small bodies come in the packet of their headers) keeps
+ * the connection alive as usual. Registered first, so that its onRequest hook runs before any other.
  */
 export function installUnreadBodies(app: FastifyInstance): void {
-  app.addHook('onSend', (request, reply, payload, done) => {
+  app.addHook('onRequest', (request, reply, done) => {
+    const socket = request.raw.socket as Socket | null
+    if (socket === null || !lingering.has(socket)) return done()
+    reply.hijack()
+    request.raw.resume()
+  })
+  app.addHook('onSend', (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) => {
     const raw = request.raw
-    // `complete` is false until the last byte of the body has been received (an injected request has no such flag).
-    // A request that declares no body has none to read, even while pipelining keeps its end from being parsed yet.
+    // `complete` is false until the last byte of the body has been parsed (an injected request has no such flag). A
+    // request that declares no body has none to read, even while pipelining keeps its end from being parsed yet.
     if (raw.complete !== false || raw.socket === null || !declaresBody(raw.headers)) return done(null, payload)
-    reply.header('connection', 'close')
-    const socket = raw.socket
-    reply.raw.once('finish', () => {
-      // Whoever was reading the body (a parser, a multipart reader) lets go: what is left is dropped as it comes.
-      raw.unpipe()
-      raw.removeAllListeners('data')
-      raw.resume()
+    // An answer decided from the headers alone is sent from within the parser's callback, before it has read the
+    // rest of the packet: once that is read, a small body is complete.
+    setImmediate(() => {
+      if (!raw.complete && raw.socket !== null) {
+        reply.header('connection', 'close')
+        reply.raw.once('finish', () => dropRest(raw))
+        lingerOnClose(raw.socket)
+      }
+      done(null, payload)
     })
-    lingerOnClose(socket)
-    done(null, payload)
   })
 }
 
@@ -40,11 +51,19 @@ function declaresBody(headers: IncomingHttpHeaders): boolean {
   return headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0')
 }
 
+/** Whoever was reading the body (a parser, a multipart reader) lets go: what is left is dropped as it comes. */
+function dropRest(raw: IncomingMessage): void {
+  raw.unpipe()
+  raw.removeAllListeners('data')
+  raw.resume()
+}
+
 /**
  * Node ends a `Connection: close` answer with `socket.destroySoon()`; for this socket alone that becomes a
  * lingering close. Its timers are the socket's and end with it.
  */
 function lingerOnClose(socket: Socket): void {
+  lingering.add(socket)
   socket.destroySoon = function lingeringClose(this: Socket) {
     if (this.writable) this.end()
     const cap = setTimeout(() => this.destroy(), LINGER_MAX_MS)

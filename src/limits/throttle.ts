@@ -27,7 +27,8 @@ export class Throttle {
     throw new RateLimited(limits[over]!.detail, hits[over]!.ttlMs)
   }
 
-  private async release(key: string): Promise<void> {
+  /** Takes back one request counted under `key` (one that did nothing after all). */
+  async release(key: string): Promise<void> {
     try {
       await this.counter.release(key)
     } catch (err) {

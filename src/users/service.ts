@@ -120,10 +120,12 @@ export class UsersService {
       })
       const cutoff = now - this.options.claimSeconds * 1000
       const emailId = await claimingStale(trx, input.email, id, cutoff, () => insertEmail(trx, id, input.email, true, now, verified))
-      if (!verified) await this.mail.verification(trx, { id: emailId, user_id: id, address: input.email }, now)
+      // A new user: its address has had no mail from it yet.
+      if (!verified) await this.mail.verification(trx, { id: emailId, user_id: id, address: input.email }, now, 'always')
       return written(trx, id)
     })
     this.mail.committed()
+    if (!verified) await this.mail.sentWithoutSlot(row.id, input.email)
     return row
   }
 

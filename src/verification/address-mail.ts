@@ -1,9 +1,9 @@
 import type { EmailTokenPurpose } from '../../db/types.js'
 import { newToken } from '../auth/secrets.js'
 import type { Trx } from '../database/index.js'
-import { addressLookupKey } from '../common/text.js'
+import { normalizeAddress } from '../common/text.js'
 import { RateLimited } from '../common/errors.js'
-import type { Throttle } from '../limits/throttle.js'
+import type { Limit, Throttle } from '../limits/throttle.js'
 import { enqueueMail } from '../mail/repository.js'
 import { tokenLink } from '../mail/templates.js'
 import { insertEmailToken, purgeExpiredTokens } from './repository.js'
@@ -31,6 +31,19 @@ export interface MailedAddress {
 }
 
 /**
+ * A verification mail allowed, or not, to one user's address: decided before the change's transaction, so that a
+ * transaction retried or rolled back neither spends the allowance nor finds it spent by itself.
+ */
+export interface MailSlot {
+  key: string
+  granted: boolean
+  /** When not granted: how long until it would be. */
+  waitMs: number
+  /** Whether the transaction wrote the mail. */
+  used: boolean
+}
+
+/**
  * The mail that changes to addresses cause, written in the change's own transaction: a single-use token (256
  * random bits, only its SHA-256 stored) and the outbox row that carries it. Whoever commits the transaction calls
  * `committed()` so that the deliverer looks at once.
@@ -38,32 +51,67 @@ export interface MailedAddress {
  * It is also where mail is limited, so that no path can mail more than the limits allow, however it is reached:
  * - every request that causes mail (sign-up, adding or replacing an address, a primary change, a resend, a reset
  *   request) first counts against its client's MAIL_MAX_PER_CLIENT (`allow`); an admin's requests do not;
- * - an address gets at most one verification mail per VERIFICATION_RESEND_SECONDS, whichever path causes it: a
- *   change that would mail it again sooner is made, and its mail held back (the owner asks for one later).
+ * - a user's address gets at most one verification mail per VERIFICATION_RESEND_SECONDS, whichever path causes it
+ *   (`withSlot`): a change that would mail it again sooner is made, and its mail held back until the owner asks for
+ *   one. The interval belongs to the user and the address together, so one user's changes never hold back the mail
+ *   another user (the address's owner signing up, say) is due; a new user's sign-up always mails.
  */
 export class AddressMail {
   constructor(private readonly options: AddressMailOptions, private readonly throttle: Throttle, private readonly wake: () => void) {}
 
-  /** Counts a request that causes mail against its client's limit (429 past it); `null` for an admin's request. */
-  async allow(client: string | null): Promise<void> {
-    if (client === null) return
-    await this.throttle.take({
+  /**
+   * Counts a request that causes mail against its client's limit (`null`: an admin's request, not counted), together
+   * with `others`: past any of them the request is refused (429) and counts only against the limit that refused it.
+   */
+  async allow(client: string | null, ...others: Limit[]): Promise<void> {
+    const limits = client === null ? others : [{
       key: `mail-client:${client}`, max: this.options.maxPerClient, windowMs: this.options.clientWindowSeconds * 1000,
       detail: 'Too many requests for mail from this client; try again later'
-    })
+    }, ...others]
+    if (limits.length) await this.throttle.take(...limits)
   }
 
   /**
-   * A verification mail to a new, replaced or still unverified address, unless one went to that address within
-   * VERIFICATION_RESEND_SECONDS: then nothing is written, and how long to wait is returned.
+   * Runs a change that may mail a verification to `userId`'s `address`, with the slot for it taken first. The slot
+   * is given back when the change fails or wrote no mail.
    */
-  async verification(trx: Trx, email: MailedAddress, now: number): Promise<VerificationMail> {
-    const key = addressLookupKey(email.address) ?? email.address.toLowerCase()
+  async withSlot<T>(userId: number, address: string, change: (slot: MailSlot) => Promise<T>): Promise<T> {
+    const key = `verify-addr:u${userId}:${normalizeAddress(address)}`
+    let slot: MailSlot
     try {
-      await this.throttle.take({ key: `verify-addr:${key}`, max: 1, windowMs: this.options.resendSeconds * 1000, detail: '' })
+      await this.throttle.take({ key, max: 1, windowMs: this.options.resendSeconds * 1000, detail: '' })
+      slot = { key, granted: true, waitMs: 0, used: false }
     } catch (err) {
-      if (err instanceof RateLimited) return { waitMs: err.retryAfterSeconds * 1000 }
-      throw err
+      if (!(err instanceof RateLimited)) throw err
+      slot = { key, granted: false, waitMs: err.retryAfterSeconds * 1000, used: false }
+    }
+    let committed = false
+    try {
+      const result = await change(slot)
+      committed = true
+      return result
+    } finally {
+      if (slot.granted && !(committed && slot.used)) await this.throttle.release(key)
+    }
+  }
+
+  /**
+   * A new user's verification mail, committed without a slot (the user did not exist before its transaction): it
+   * starts the address's interval all the same. Counted after the fact, so a store that fails only loses the count.
+   */
+  async sentWithoutSlot(userId: number, address: string): Promise<void> {
+    await this.throttle.take({ key: `verify-addr:u${userId}:${normalizeAddress(address)}`, max: 1, windowMs: this.options.resendSeconds * 1000, detail: '' })
+      .catch(() => undefined)
+  }
+
+  /**
+   * A verification mail to a new, replaced or still unverified address, if its slot was granted (`always` for a new
+   * user's sign-up); otherwise nothing is written, and how long to wait is returned.
+   */
+  async verification(trx: Trx, email: MailedAddress, now: number, slot: MailSlot | 'always'): Promise<VerificationMail> {
+    if (slot !== 'always') {
+      if (!slot.granted) return { waitMs: slot.waitMs }
+      slot.used = true
     }
     return { expiresAt: await this.token(trx, email, 'verify', now) }
   }

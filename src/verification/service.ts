@@ -5,7 +5,6 @@ import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { findEmail, lockEmail, markVerified, type EmailRow } from '../emails/repository.js'
 import type { LoginGuard } from '../limits/login-guard.js'
-import type { Throttle } from '../limits/throttle.js'
 import { endSessions } from '../sessions/repository.js'
 import { lockUser, updateUserRow } from '../users/repository.js'
 import type { AddressMail } from './address-mail.js'
@@ -33,7 +32,6 @@ export class VerificationService {
     private readonly db: Db,
     private readonly mail: AddressMail,
     private readonly guard: LoginGuard,
-    private readonly throttle: Throttle,
     private readonly options: VerificationOptions
   ) {}
 
@@ -45,7 +43,9 @@ export class VerificationService {
    */
   async resend(userId: number, emailId: number, client: string | null): Promise<{ row: EmailRow; expiresAt: number }> {
     await this.mail.allow(client)
-    const sent = await inTransaction(this.db, async (trx) => {
+    // The address as it stands, for its mail slot; read again under the lock, where a missing one is answered.
+    const current = await findEmail(this.db, userId, emailId)
+    const sent = await this.mail.withSlot(userId, current?.address ?? '', (slot) => inTransaction(this.db, async (trx) => {
       await lockUser(trx, userId)
       const row = await lockEmail(trx, userId, { id: emailId })
       if (!row) throw emailNotFound(`User ${userId} has no address with id ${emailId}`)
@@ -53,10 +53,10 @@ export class VerificationService {
       const now = Date.now()
       const last = await lastTokenAt(trx, row.id, 'verify')
       const wait = last === undefined ? 0 : last + this.options.resendSeconds * 1000 - now
-      const mailed = wait > 0 ? { waitMs: wait } : await this.mail.verification(trx, row, now)
+      const mailed = wait > 0 ? { waitMs: wait } : await this.mail.verification(trx, row, now, slot)
       if ('waitMs' in mailed) throw new RateLimited(`A verification mail was sent to this address less than ${this.options.resendSeconds} s ago`, mailed.waitMs)
       return { row, expiresAt: mailed.expiresAt }
-    })
+    }))
     this.mail.committed()
     return sent
   }
@@ -92,10 +92,11 @@ export class VerificationService {
   async requestReset(address: string, client: string): Promise<void> {
     const started = Date.now()
     const key = addressLookupKey(address) ?? address
-    await this.mail.allow(client)
-    await this.throttle.take(
-      { key: `reset-addr:${key}`, max: 1, windowMs: this.options.resendSeconds * 1000, detail: `A password reset for this address was asked less than ${this.options.resendSeconds} s ago` }
-    )
+    // One request per address per interval, and the client's mail limit: a request refused by one counts only there.
+    await this.mail.allow(client, {
+      key: `reset-addr:${key}`, max: 1, windowMs: this.options.resendSeconds * 1000,
+      detail: `A password reset for this address was asked less than ${this.options.resendSeconds} s ago`
+    })
     const target = await findResetTarget(this.db, address)
     if (target) {
       await inTransaction(this.db, async (trx) => {

@@ -112,6 +112,35 @@ t.test('bodies over a real socket never end the process', async (t) => {
   }
   await assertRecovered(t, service, baseline, 'after oversized bodies')
 
+  // A request pipelined behind an answer that closes the connection is never served (the client sends it again).
+  const behind = await rawExchange(port, (socket) => {
+    request('POST', '/users', { 'content-type': 'application/json' }, Buffer.alloc(100_000, 'a'))(socket)
+    request('POST', '/users', { 'content-type': 'application/json' }, JSON.stringify({ name: 'Behind', email: 'behind@example.com', password: 'password-123' }))(socket)
+  }, 5_000)
+  t.same([...behind.answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1])), [413], 'only the 413 is answered')
+  const lookup = await fetch(`${service.base}/users/email/behind@example.com`, { headers: { authorization: auth } })
+  await lookup.arrayBuffer()
+  t.equal(lookup.status, 404, 'and the request behind it created nothing')
+
+  // Small bodies answered from their headers alone (401, 415) keep the connection for the next request.
+  const early: Array<[string, string]> = [
+    ['401 without a token', 'POST /users/1/emails HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{"address":"a@example.com"}'],
+    ['415', 'POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: text/xml\r\nContent-Length: 7\r\n\r\n<user/>']
+  ]
+  for (const [what, first] of early) {
+    const kept = await rawExchange(port, (socket) => socket.write(`${first}GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n`), 1_500)
+    const statuses = [...kept.answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]))
+    t.equal(statuses.length, 2, `${what}: the request after it is answered on the same connection (${statuses.join(', ')})`)
+    t.notMatch(kept.answer, /connection: close/i, `${what}: the connection is kept`)
+  }
+
+  // Clients that reset the connection while their request is served: nothing errs.
+  await Promise.all(Array.from({ length: 20 }, () => rawExchange(port, (socket) => {
+    request('POST', '/users/1/emails', { 'content-type': 'application/json', authorization: auth, 'idempotency-key': randomBytes(8).toString('hex') },
+      JSON.stringify({ address: `reset.${randomBytes(4).toString('hex')}@example.com` }))(socket)
+    socket.resetAndDestroy()
+  }, 1_000)))
+
   const [json, form, text, multi, ...abandoned] = await slow
   t.equal(statusOf(json.answer), 408, 'a dripped JSON body: 408')
   t.equal(statusOf(form.answer), 408, 'a dripped form: 408')
@@ -124,5 +153,5 @@ t.test('bodies over a real socket never end the process', async (t) => {
   const waited = Date.now() - started
   if (waited < BODY_TIMEOUT_MS + 1_000) await new Promise((resolve) => setTimeout(resolve, BODY_TIMEOUT_MS + 1_000 - waited))
   await assertRecovered(t, service, baseline, 'past the body deadline of every request above')
-  t.notOk(service.lines.some((line) => /Unhandled|uncaught|"level":60/.test(line)), 'nothing uncaught, nothing fatal in the log')
+  t.same(service.lines.filter((line) => /Unhandled|uncaught|"level":(50|60)/.test(line)), [], 'nothing uncaught, no error, nothing fatal in the log')
 })
