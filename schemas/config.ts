@@ -25,7 +25,7 @@ export const Config = Type.Object(
     SESSION_MAX_AGE_SECONDS: Int(1, 315_360_000, 7_776_000, 'A session ends this long after its login, refreshed or not'),
     MAX_SESSIONS_PER_USER: Int(1, 10_000, 100, 'Sessions a user may hold; a new login past it ends the oldest'),
     VERIFICATION_TTL_SECONDS: Int(1, 31_536_000, 86_400, 'Lifetime of an address verification token'),
-    VERIFICATION_RESEND_SECONDS: Int(1, 86_400, 60, 'Least time between two verification mails to one address'),
+    VERIFICATION_RESEND_SECONDS: Int(1, 86_400, 60, 'Least time between two verification mails to one address of a user, whatever causes them'),
     PASSWORD_RESET_TTL_SECONDS: Int(1, 31_536_000, 3600, 'Lifetime of a password reset token'),
     MAIL_MAX_PER_CLIENT: Int(1, 100_000, 20, 'Requests that cause mail (sign-ups, address changes, resends, password resets) per client address per LOGIN_WINDOW_SECONDS before 429; an admin\'s are not counted'),
     UNVERIFIED_CLAIM_SECONDS: Int(1, 315_360_000, 604_800, 'An address left unverified this long after it was set may be taken by another user'),
