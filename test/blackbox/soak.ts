@@ -262,8 +262,11 @@ export function describeSoak(report: SoakReport): string[] {
   ]
 }
 
-/** The bounds a soak must stay within. */
-export const SOAK_BOUNDS = { rssGrowthMb: 16, heapGrowthMb: 8, loopP99Ms: 250 }
+/**
+ * The bounds a soak must stay within. The event loop's p99 is measured on a machine the rest of the suite shares:
+ * 110–170 ms on the embedded engine alone, above 300 ms with other test files competing for the two cores.
+ */
+export const SOAK_BOUNDS = { rssGrowthMb: 16, heapGrowthMb: 8, loopP99Ms: 500 }
 
 // `npm run soak [-- --seconds N --clients N]`: a longer soak by hand, on the engine TEST_DB names.
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
