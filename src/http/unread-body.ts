@@ -6,8 +6,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 export const LINGER_IDLE_MS = 2_000
 export const LINGER_MAX_MS = 30_000
 
-/** Connections closing after such an answer: what still arrives on them is read and dropped, never served. */
-const lingering = new WeakSet<Socket>()
+/** Requests a closing connection may still bring (each held, unanswered, until it closes) before it is cut. */
+const MAX_DROPPED = 8
 
 /**
  * An answer that goes out before its request's body has been read (a body over the limit, of a type nobody takes,
@@ -22,11 +22,22 @@ const lingering = new WeakSet<Socket>()
  * the connection alive as usual. Registered first, so that its onRequest hook runs before any other.
  */
 export function installUnreadBodies(app: FastifyInstance): void {
+  // Connections closing after such an answer, and how many requests each has brought since: what still arrives on
+  // them is read and dropped, never served. A client that keeps sending requests there is cut past MAX_DROPPED, so
+  // that the unanswered requests Node holds for a connection stay few. Closing the app cuts them all at once.
+  const lingering = new Map<Socket, number>()
   app.addHook('onRequest', (request, reply, done) => {
     const socket = request.raw.socket as Socket | null
-    if (socket === null || !lingering.has(socket)) return done()
+    const dropped = socket === null ? undefined : lingering.get(socket)
+    if (socket === null || dropped === undefined) return done()
     reply.hijack()
     request.raw.resume()
+    if (dropped + 1 >= MAX_DROPPED) socket.destroy()
+    else lingering.set(socket, dropped + 1)
+  })
+  app.addHook('preClose', (done) => {
+    for (const socket of lingering.keys()) socket.destroy()
+    done()
   })
   app.addHook('onSend', (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) => {
     const raw = request.raw
@@ -39,7 +50,7 @@ export function installUnreadBodies(app: FastifyInstance): void {
       if (!raw.complete && raw.socket !== null) {
         reply.header('connection', 'close')
         reply.raw.once('finish', () => dropRest(raw))
-        lingerOnClose(raw.socket)
+        lingerOnClose(raw.socket, lingering)
       }
       done(null, payload)
     })
@@ -62,8 +73,10 @@ function dropRest(raw: IncomingMessage): void {
  * Node ends a `Connection: close` answer with `socket.destroySoon()`; for this socket alone that becomes a
  * lingering close. Its timers are the socket's and end with it.
  */
-function lingerOnClose(socket: Socket): void {
-  lingering.add(socket)
+function lingerOnClose(socket: Socket, lingering: Map<Socket, number>): void {
+  if (lingering.has(socket)) return
+  lingering.set(socket, 0)
+  socket.once('close', () => lingering.delete(socket))
   socket.destroySoon = function lingeringClose(this: Socket) {
     if (this.writable) this.end()
     const cap = setTimeout(() => this.destroy(), LINGER_MAX_MS)

@@ -59,9 +59,12 @@ export class MemoryCounter implements WindowCounter {
     return this.entries.size
   }
 
+  /** Takes one hit back; a window back at zero is gone, so the next hit starts a new one (as in Redis). */
   release(key: string): void {
     const entry = this.entries.get(key)
-    if (entry && entry.count > 0) entry.count -= 1
+    if (!entry) return
+    entry.count -= 1
+    if (entry.count <= 0) this.entries.delete(key)
   }
 
   async clear(key: string) {

@@ -83,6 +83,8 @@ export class AddressMail {
       slot = { key, granted: true, waitMs: 0, used: false }
     } catch (err) {
       if (!(err instanceof RateLimited)) throw err
+      // Refused: this attempt must not count, or a holder that fails could not give the slot back.
+      await this.throttle.release(key)
       slot = { key, granted: false, waitMs: err.retryAfterSeconds * 1000, used: false }
     }
     let committed = false

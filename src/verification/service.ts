@@ -1,6 +1,6 @@
 import { hashPassword, tokenHash } from '../auth/secrets.js'
 import { EmailAlreadyVerified, emailNotFound, InvalidToken, NotFound, RateLimited } from '../common/errors.js'
-import { addressLookupKey } from '../common/text.js'
+import { addressLookupKey, normalizeAddress } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { findEmail, lockEmail, markVerified, type EmailRow } from '../emails/repository.js'
@@ -50,6 +50,10 @@ export class VerificationService {
       const row = await lockEmail(trx, userId, { id: emailId })
       if (!row) throw emailNotFound(`User ${userId} has no address with id ${emailId}`)
       if (row.verified_at !== null) throw new EmailAlreadyVerified()
+      // Replaced between the read and the lock: the slot taken was the former address's, not this one's.
+      if (current && normalizeAddress(row.address) !== normalizeAddress(current.address)) {
+        throw new RateLimited('The address changed while its mail was being prepared; try again', 1000)
+      }
       const now = Date.now()
       const last = await lastTokenAt(trx, row.id, 'verify')
       const wait = last === undefined ? 0 : last + this.options.resendSeconds * 1000 - now

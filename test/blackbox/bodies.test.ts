@@ -122,6 +122,14 @@ t.test('bodies over a real socket never end the process', async (t) => {
   await lookup.arrayBuffer()
   t.equal(lookup.status, 404, 'and the request behind it created nothing')
 
+  // A client that goes on sending requests on such a connection has them dropped, and is cut past a few.
+  const flood = await rawExchange(port, (socket) => {
+    request('POST', '/users', { 'content-type': 'application/json' }, Buffer.alloc(30_000, 'a'))(socket)
+    socket.write('GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(2_000))
+  }, 5_000)
+  t.same([...flood.answer.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1])), [413], 'the requests behind the 413 are not answered')
+  t.ok(flood.closed, 'and the connection is cut')
+
   // Small bodies answered from their headers alone (401, 415) keep the connection for the next request.
   const early: Array<[string, string]> = [
     ['401 without a token', 'POST /users/1/emails HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 27\r\n\r\n{"address":"a@example.com"}'],

@@ -130,6 +130,13 @@ t.test('in-memory counters stay bounded under a flood of distinct callers', asyn
   await new Promise((r) => setTimeout(r, 5))
   t.equal(counter.hit('short', 60_000).count, 1, 'an expired window starts over')
   t.equal(expired.count, 1)
+  // A window whose hits were all taken back is gone: the next hit starts a whole new one, as in Redis.
+  counter.hit('taken-back', 1_000)
+  await new Promise((r) => setTimeout(r, 300))
+  counter.release('taken-back')
+  const fresh = counter.hit('taken-back', 1_000)
+  t.equal(fresh.count, 1, 'released to zero, counted afresh')
+  t.ok(fresh.ttlMs > 900, `in a new window (${fresh.ttlMs} ms left)`)
 })
 
 /** Redis settings for a test of its own (keys under a fresh prefix, removed afterwards), or undefined without Redis. */
