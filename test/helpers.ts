@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
+import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
@@ -13,6 +14,15 @@ export const ENGINE = process.env.TEST_DB === 'mysql' ? 'mysql' : 'sqlite'
 export const MYSQL_URL = (process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306').replace(/\/+$/, '')
 
 export const ADMIN = { email: 'root@example.com', password: 'root-password-1' }
+
+/** A TCP port free on 127.0.0.1 at the time of asking, for a server of the test's own. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
+  const port = (server.address() as net.AddressInfo).port
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
 
 /** A fresh, empty database URL for one app, and how to drop it afterwards. */
 export async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {

@@ -121,6 +121,7 @@ export class EmailsService {
   async update(userId: number, emailId: number, change: EmailChange, expected: Expected, client: string | null): Promise<EmailRow> {
     // A new mailbox is mailed a verification, a new primary tells the former one: either counts as mail asked for.
     if (change.address !== undefined || change.primary === true) await this.mail.allow(client)
+    // The slot is given exactly when an address is (below): only a new address can cause a verification mail.
     const run = (slot?: MailSlot) => this.mailing(async (trx) => {
       await lockUser(trx, userId)
       let row = await lockEmail(trx, userId, { id: emailId })

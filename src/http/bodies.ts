@@ -45,24 +45,14 @@ export function parseForm(text: string): Record<string, string | string[]> {
   return body
 }
 
-const ESCAPE = /%[0-9A-Fa-f]{2}/
+/** A `%` that does not start an escape: it stands for itself. */
+const BARE_PERCENT = /%(?![0-9A-Fa-f]{2})/g
 
 function formDecode(raw: string): string {
   const text = raw.replaceAll('+', ' ')
-  if (!ESCAPE.test(text)) return text
-  const bytes: number[] = []
-  for (let i = 0; i < text.length;) {
-    if (text[i] === '%' && ESCAPE.test(text.slice(i, i + 3))) {
-      bytes.push(parseInt(text.slice(i + 1, i + 3), 16))
-      i += 3
-    } else {
-      const char = String.fromCodePoint(text.codePointAt(i)!)
-      bytes.push(...Buffer.from(char))
-      i += char.length
-    }
-  }
+  if (!text.includes('%')) return text
   try {
-    return utf8.decode(Uint8Array.from(bytes))
+    return decodeURIComponent(text.replace(BARE_PERCENT, '%25'))
   } catch {
     throw invalidField('', 'body', 'is not valid UTF-8', 'A field of the form is percent-encoded bytes that are not UTF-8')
   }
@@ -83,7 +73,6 @@ function addField(body: Record<string, unknown>, name: string, value: string) {
   const existing = body[name]
   body[name] = existing === undefined ? value : Array.isArray(existing) ? [...existing, value] : [existing, value]
 }
-
 
 /** Reads a multipart body's parts into one plain object, the request's body. */
 async function collectParts(request: FastifyRequest): Promise<void> {

@@ -4,7 +4,7 @@ import net from 'node:net'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
-import { ADMIN, ENGINE, sharedDatabase } from '../helpers.js'
+import { ADMIN, ENGINE, freePort, sharedDatabase } from '../helpers.js'
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const entry = join(root, 'dist', 'src', 'server.js')
@@ -18,14 +18,6 @@ function startArgs(): string[] {
   const words = pkg.scripts.start.split(/\s+/)
   if (words[0] !== 'node' || words[words.length - 1] !== 'dist/src/server.js') throw new Error(`unexpected start script: ${pkg.scripts.start}`)
   return words.slice(1, -1)
-}
-
-export async function freePort(): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
-  const port = (server.address() as net.AddressInfo).port
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
 }
 
 /** What the process uses now: open file descriptors and resident memory (KiB), from /proc. */

@@ -3,7 +3,7 @@ import net from 'node:net'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
-import { assertProblem, build, ENGINE, freshDatabase, MYSQL_URL, newUser, sharedDatabase } from '../helpers.js'
+import { assertProblem, build, ENGINE, freePort, freshDatabase, MYSQL_URL, newUser, sharedDatabase } from '../helpers.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 
@@ -129,14 +129,6 @@ t.test('a lagging event loop sheds load with 503 and Retry-After', async (t) => 
   }
   t.ok(back, 'recovers once the loop is free')
 })
-
-async function freePort(): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()))
-  const port = (server.address() as net.AddressInfo).port
-  await new Promise<void>((r) => server.close(() => r()))
-  return port
-}
 
 /**
  * The service from its sources, in a process of its own on a fresh shared database, waited for until it is ready.
