@@ -47,8 +47,11 @@ export interface RunningService {
 /**
  * The built service (`dist/`, made by `npm test` before the legs run) started as `npm start` starts it, on a real
  * port, a fresh database of the leg's engine and the test's own settings; stopped with SIGTERM when the test ends.
+ * `onLine` is told each line it writes, as it comes.
  */
-export async function startBuilt(t: Pick<Test, 'teardown'>, env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<RunningService> {
+export async function startBuilt(
+  t: Pick<Test, 'teardown'>, env: Record<string, string> = {}, nodeArgs: string[] = [], onLine: (line: string) => void = () => {}
+): Promise<RunningService> {
   if (!existsSync(entry)) throw new Error(`${entry} is missing: npm test builds it (or run npm run build)`)
   const port = await freePort()
   const url = env.DATABASE_URL ?? await sharedDatabase(t)
@@ -67,6 +70,7 @@ export async function startBuilt(t: Pick<Test, 'teardown'>, env: Record<string, 
       const parts = (pending + chunk.toString()).split('\n')
       pending = parts.pop() ?? ''
       lines.push(...parts)
+      for (const line of parts) onLine(line)
     })
   }
   let ended = false

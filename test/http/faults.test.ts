@@ -3,6 +3,7 @@ import net from 'node:net'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
+import { startBuilt } from '../blackbox/service.js'
 import { assertProblem, build, ENGINE, freePort, freshDatabase, MYSQL_URL, newUser, sharedDatabase } from '../helpers.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
@@ -131,38 +132,12 @@ t.test('a lagging event loop sheds load with 503 and Retry-After', async (t) => 
 })
 
 /**
- * The service from its sources, in a process of its own on a fresh shared database, waited for until it is ready.
- * `onLine` receives each line it writes to stdout; `exited` settles once the process has ended and its output is
- * all read.
+ * The built service as `npm start` runs it, on a fresh shared database, waited for until it is ready, load shedding
+ * off. `onLine` receives each line it writes; `exited` settles once the process has ended.
  */
 async function startService(t: Test, env: Record<string, string>, onLine: (line: string) => void = () => {}) {
-  const url = await sharedDatabase(t)
-  const port = await freePort()
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/server.ts')], {
-    cwd: root,
-    env: {
-      ...process.env, PORT: String(port), ADMIN_EMAIL: 'root@example.com', ADMIN_PASSWORD: 'root-password-1',
-      DATABASE_URL: url, MAX_EVENT_LOOP_DELAY_MS: '0', ...env
-    },
-    stdio: ['ignore', 'pipe', 'pipe']
-  })
-  let stderr = ''
-  child.stderr.on('data', (d) => { stderr += d })
-  let pending = ''
-  child.stdout.on('data', (d) => {
-    pending += d
-    const lines = pending.split('\n')
-    pending = lines.pop() ?? ''
-    for (const line of lines) onLine(line)
-  })
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)))
-  const base = `http://127.0.0.1:${port}`
-  let up = false
-  for (let i = 0; i < 200 && !up; i++) {
-    try { up = (await fetch(`${base}/health/ready`)).ok } catch { /* starting */ }
-    if (!up) await new Promise((r) => setTimeout(r, 100))
-  }
-  return { child, base, up, exited, stderr: () => stderr }
+  const service = await startBuilt(t, { MAX_EVENT_LOOP_DELAY_MS: '0', LOG_LEVEL: 'info', ...env }, [], onLine)
+  return { child: service.child, base: service.base, up: service.running(), exited: service.exited, stderr: () => service.lines.join('\n') }
 }
 
 t.test('SIGTERM under load finishes in-flight requests, then exits cleanly', async (t) => {
