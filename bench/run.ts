@@ -16,8 +16,8 @@ import { parseArgs } from 'node:util'
 import { CompiledQuery } from 'kysely'
 import { createConnection, type Connection } from 'mysql2/promise'
 import { createDatabase } from '../src/database/index.js'
-import { tokenHash } from '../src/auth/secrets.js'
-import { callerQuery } from '../src/auth/repository.js'
+import { tokenHash } from '../src/accounts/secrets.js'
+import { callerQuery } from '../src/auth/caller.js'
 import { listUsersQuery } from '../src/users/repository.js'
 import { seed, type SeededUser } from '../scripts/seed.js'
 import { cpuMicros, startCommand, waitFor } from './processes.js'
@@ -42,7 +42,7 @@ const USERS = Number(args.users)
 const DURATION = Number(args.duration)
 const ROUNDS = Math.max(1, Number(args.rounds))
 const CONNECTIONS = Number(args.connections)
-const SERVER = args['mysql-url']!.replace(/\/+$/, '')
+const SERVER = args['mysql-url'].replace(/\/+$/, '')
 const DATABASE_URL = `${SERVER}/${args.database}`
 const RESULTS = 'bench/results'
 // One tokens file per database: a reused database must be driven with its own users' tokens.
@@ -54,7 +54,7 @@ const BASELINE_PORT = 3302
 const PREPARED_BASELINE_PORT = 3303
 const EMBEDDED_ROSTER_PORT = 3304
 const EMBEDDED_BASELINE_PORT = 3305
-const SQLITE_FILE = args['sqlite-file']!
+const SQLITE_FILE = args['sqlite-file']
 const SQLITE_TOKENS = `${RESULTS}/tokens-embedded.jsonl`
 
 const log = (line: string) => console.log(`# ${line}`)
@@ -306,7 +306,7 @@ async function main() {
     const rows: Array<Measured & { target: string }> = []
     const rounds: Array<Record<Target, Measured>> = []
     const embeddedRounds: Array<Record<EmbeddedTarget, Measured>> = []
-    for (const scenario of args.scenarios!.split(',').filter(Boolean)) {
+    for (const scenario of args.scenarios.split(',').filter(Boolean)) {
       if (scenario === 'self-read') {
         rounds.push(...await alternate(TARGETS, targets, scenario, adminToken))
         for (const target of TARGETS) rows.push({ target, ...combine(rounds.map((r) => r[target])) })
@@ -356,7 +356,9 @@ async function main() {
     }
     console.log('\n### Query plans (EXPLAIN), and the rows one prepared execution read\n')
     for (const p of plans) {
-      console.log(`- ${p.query}: ${p.plan.map((r) => `${r.table} ${r.type} via ${r.key ?? '-'} (~${r.rows} rows${r.Extra ? `; ${r.Extra}` : ''})`).join(' → ')}${p.fullScan ? '  **FULL SCAN**' : ''}; ` +
+      const text = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? String(v) : '-')
+      const step = (r: Record<string, unknown>) => `${text(r.table)} ${text(r.type)} via ${text(r.key)} (~${text(r.rows)} rows${r.Extra ? `; ${text(r.Extra)}` : ''})`
+      console.log(`- ${p.query}: ${p.plan.map(step).join(' → ')}${p.fullScan ? '  **FULL SCAN**' : ''}; ` +
         `${p.rowsRead} rows read`)
     }
     // Every request of every scenario should succeed: a refusal (an expired or foreign token, a saturated pool)

@@ -33,7 +33,9 @@ export const Config = Type.Object(
     MAIL_FROM: Type.String({ default: 'Roster <no-reply@roster.invalid>', minLength: 3, maxLength: 320, pattern: '@', description: 'Sender of every mail' }),
     APP_LINK_TEMPLATE: Type.Optional(Type.String({ pattern: '\\{token\\}', maxLength: 1000, description: 'A link put in mail, {token} replaced by the token (e.g. https://app.example.com/verify?token={token})' })),
     CORS_ORIGINS: Type.Optional(Type.String({ minLength: 1, description: 'Comma-separated origins allowed by CORS (https://console.example.com), or *; unset: CORS is off' })),
-    FORBIDDEN_STATUS: Int(401, 403, 401, 'Status of an authenticated caller\'s refusal: 401 (the seed\'s) or 403; the code is FORBIDDEN either way'),
+    FORBIDDEN_STATUS: Type.Union([Type.Literal(401), Type.Literal(403)], {
+      default: 401, description: 'Status of an authenticated caller\'s refusal: 401 (version 1\'s) or 403; the code is FORBIDDEN either way'
+    }),
     LOG_LEVEL: Type.Union(
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
       { default: 'info' }
@@ -52,6 +54,8 @@ export const Config = Type.Object(
     LOGIN_MAX_FAILURES: Int(1, 100_000, 5, 'Failed password checks per account and client address per window before 429'),
     LOGIN_MAX_FAILURES_PER_CLIENT: Int(1, 100_000, 30, 'Failed password checks per client address per window before 429'),
     LOGIN_MAX_FAILURES_PER_ACCOUNT: Int(1, 1_000_000, 100, 'Failed password checks per account from all clients per window before 429'),
+    PASSWORD_HASH_MEMORY_KIB: Int(1024, 1_048_576, 19_456, 'Memory of one argon2id password hash, in KiB (OWASP: 19456 with 2 passes); lower only for tests'),
+    PASSWORD_HASH_PASSES: Int(1, 10, 2, 'Passes of one argon2id password hash (OWASP: 2 with 19456 KiB); lower only for tests'),
     LOGIN_WINDOW_SECONDS: Int(1, 86_400, 900, 'Window of the failed-login counters'),
     MAX_EVENT_LOOP_DELAY_MS: Int(0, 60_000, 1000, 'Answer 503 while the event loop lags more than this (0: never)')
   },

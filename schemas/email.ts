@@ -12,7 +12,7 @@ export const Email = Type.Object(
     verified_at: Type.Union([Timestamp, Type.Null()], { description: 'When it was verified; null while unverified' }),
     created_at: Timestamp
   },
-  { $id: 'Email', description: 'An e-mail address of a user; responses may gain fields: clients must ignore the ones they do not know', examples: [{"id": 7, "href": "/users/42/emails/7", "address": "ada@example.com", "primary": true, "verified": true, "verified_at": "2026-11-21T10:00:00.000Z", "created_at": "2026-11-21T10:00:00.000Z"}] }
+  { $id: 'Email', description: 'An e-mail address of a user; responses may gain fields: clients must ignore the ones they do not know', examples: [{'id': 7, 'href': '/users/42/emails/7', 'address': 'ada@example.com', 'primary': true, 'verified': true, 'verified_at': '2026-11-21T10:00:00.000Z', 'created_at': '2026-11-21T10:00:00.000Z'}] }
 )
 export type Email = Static<typeof Email>
 
@@ -22,7 +22,7 @@ export const EmailCollection = Type.Object(
     items: Type.Array(ref(Email)),
     next: Type.Union([Type.String(), Type.Null()])
   },
-  { $id: 'EmailCollection', description: 'A page of addresses', examples: [{"href": "/users/42/emails?limit=50", "items": [{"id": 7, "href": "/users/42/emails/7", "address": "ada@example.com", "primary": true, "verified": true, "verified_at": "2026-11-21T10:00:00.000Z", "created_at": "2026-11-21T10:00:00.000Z"}], "next": null}] }
+  { $id: 'EmailCollection', description: 'A page of addresses', examples: [{'href': '/users/42/emails?limit=50', 'items': [{'id': 7, 'href': '/users/42/emails/7', 'address': 'ada@example.com', 'primary': true, 'verified': true, 'verified_at': '2026-11-21T10:00:00.000Z', 'created_at': '2026-11-21T10:00:00.000Z'}], 'next': null}] }
 )
 export type EmailCollection = Static<typeof EmailCollection>
 
@@ -49,6 +49,6 @@ export const VerificationSent = Type.Object(
     sent_to: Type.String({ description: 'The address the mail was written to' }),
     expires_at: Timestamp
   },
-  { $id: 'VerificationSent', description: 'Where the verification mail went, and when its token expires', examples: [{"sent_to": "ada@example.com", "expires_at": "2026-11-22T10:00:00.000Z"}] }
+  { $id: 'VerificationSent', description: 'Where the verification mail went, and when its token expires', examples: [{'sent_to': 'ada@example.com', 'expires_at': '2026-11-22T10:00:00.000Z'}] }
 )
 export type VerificationSent = Static<typeof VerificationSent>

@@ -23,7 +23,7 @@ export const User = Type.Object(
     created_at: Timestamp,
     updated_at: Timestamp
   },
-  { $id: 'User', description: 'A user; responses may gain fields: clients must ignore the ones they do not know', examples: [{"id": 42, "href": "/users/42", "name": "Ada Lovelace", "email": "ada@example.com", "status": "ACTIVE", "role": "user", "created_at": "2026-11-21T10:00:00.000Z", "updated_at": "2026-11-21T10:00:00.000Z"}] }
+  { $id: 'User', description: 'A user; responses may gain fields: clients must ignore the ones they do not know', examples: [{'id': 42, 'href': '/users/42', 'name': 'Ada Lovelace', 'email': 'ada@example.com', 'status': 'ACTIVE', 'role': 'user', 'created_at': '2026-11-21T10:00:00.000Z', 'updated_at': '2026-11-21T10:00:00.000Z'}] }
 )
 export type User = Static<typeof User>
 
@@ -33,7 +33,7 @@ export const UserCollection = Type.Object(
     items: Type.Array(ref(User)),
     next: Type.Union([Type.String(), Type.Null()], { description: 'Link to the next page, null on the last' })
   },
-  { $id: 'UserCollection', description: 'A page of users; `next` is null on the last page', examples: [{"href": "/users?limit=50", "items": [{"id": 42, "href": "/users/42", "name": "Ada Lovelace", "email": "ada@example.com", "status": "ACTIVE", "role": "user", "created_at": "2026-11-21T10:00:00.000Z", "updated_at": "2026-11-21T10:00:00.000Z"}], "next": null}] }
+  { $id: 'UserCollection', description: 'A page of users; `next` is null on the last page', examples: [{'href': '/users?limit=50', 'items': [{'id': 42, 'href': '/users/42', 'name': 'Ada Lovelace', 'email': 'ada@example.com', 'status': 'ACTIVE', 'role': 'user', 'created_at': '2026-11-21T10:00:00.000Z', 'updated_at': '2026-11-21T10:00:00.000Z'}], 'next': null}] }
 )
 export type UserCollection = Static<typeof UserCollection>
 

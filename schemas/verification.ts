@@ -19,7 +19,7 @@ export const PasswordResetAccepted = Type.Object(
     detail: Type.String(),
     expires_in: Type.Integer({ minimum: 1, description: 'Seconds a mailed reset token lives' })
   },
-  { $id: 'PasswordResetAccepted', description: 'The same answer whether or not the address exists', examples: [{"detail": "If this address may receive a password reset, a mail with a token is on its way.", "expires_in": 3600}] }
+  { $id: 'PasswordResetAccepted', description: 'The same answer whether or not the address exists', examples: [{'detail': 'If this address may receive a password reset, a mail with a token is on its way.', 'expires_in': 3600}] }
 )
 export type PasswordResetAccepted = Static<typeof PasswordResetAccepted>
 

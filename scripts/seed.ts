@@ -12,8 +12,8 @@ import { sql, type Insertable } from 'kysely'
 import type { EmailsTable, RefreshTokensTable, SessionsTable, TokensTable, UsersTable } from '../db/types.js'
 import { loadConfig } from '../src/config.js'
 import { createDatabase, migrateToLatest } from '../src/database/index.js'
-import { hashPassword, newToken } from '../src/auth/secrets.js'
-import { nameSearchKey, normalizeAddress } from '../src/common/text.js'
+import { newToken, Passwords } from '../src/accounts/secrets.js'
+import { foldedKey } from '../src/common/text.js'
 
 const FIRST = ['Ada', 'Grace', 'Alan', 'Edsger', 'Barbara', 'Donald', 'Margaret', 'Ken', 'Dennis', 'Radia', 'Leslie',
   'Frances', 'John', 'Katherine', 'Linus', 'Sophie', 'Tim', 'Hedy', 'Claude', 'Niklaus', 'Annie', 'Bjarne', 'Guido', 'Yukihiro']
@@ -42,7 +42,7 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
   let emails = 0
   try {
     await migrateToLatest(db)
-    const passwordHash = await hashPassword(options.password)
+    const passwordHash = await new Passwords().hash(options.password)
     const max = await db.selectFrom('users').select((eb) => eb.fn.max('id').as('m')).executeTakeFirst()
     let nextId = Number(max?.m ?? 0) + 1
     const maxEmail = await db.selectFrom('emails').select((eb) => eb.fn.max('id').as('m')).executeTakeFirst()
@@ -68,7 +68,7 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
         const id = nextId++
         const name = `${FIRST[id % FIRST.length]} ${LAST[Math.floor(id / FIRST.length) % LAST.length]} ${id}`
         users.push({
-          id, name, name_search: nameSearchKey(name), password_hash: passwordHash,
+          id, name, name_search: foldedKey(name), password_hash: passwordHash,
           status: id % 20 === 0 ? 'BANNED' : 'ACTIVE', role: 'user',
           version: 1, created_at: now, updated_at: now
         })
@@ -78,7 +78,7 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
           const address = `${k === 0 ? '' : `alt${k}.`}user${id}.${tag}@example.com`
           if (k === 0) primaryAddress = address
           rows.push({
-            id: nextEmailId++, user_id: id, address, address_norm: normalizeAddress(address),
+            id: nextEmailId++, user_id: id, address, address_norm: foldedKey(address),
             primary_user_id: k === 0 ? id : null, version: 1, created_at: now + k, updated_at: now + k,
             verified_at: now + k, claimed_at: now + k
           })
@@ -150,6 +150,6 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     process.exit(2)
   }
   const config = loadConfig()
-  const result = await seed({ url: config.DATABASE_URL, users, tokensFile: values.tokens!, password: values.password!, log: console.log })
+  const result = await seed({ url: config.DATABASE_URL, users, tokensFile: values.tokens, password: values.password, log: console.log })
   console.log(`seeded ${result.users} users and ${result.emails} addresses in ${result.ms} ms; tokens in ${values.tokens}`)
 }

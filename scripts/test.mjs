@@ -1,5 +1,7 @@
 #!/usr/bin/env node
-// The test command: typecheck and build, then the whole tap suite on the embedded SQLite, then again on MySQL/MariaDB.
+// The test command: typecheck, lint and build side by side, then the whole tap suite on the embedded SQLite and on
+// MySQL/MariaDB, the two legs side by side (each runs its files two at a time; much of a leg's time is spent waiting
+// on deadlines and child processes, which the other leg's files fill).
 // MySQL comes from TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306); the suite creates and drops its own
 // databases there. When it is unreachable that leg is skipped with a notice, or fails when REQUIRE_MYSQL=1.
 // Prints one line per test file as it finishes, the details of each failure, and ends with one line:
@@ -83,15 +85,17 @@ async function mysqlReachable() {
 const totals = { passed: 0, failed: 0 }
 let exitCode = 0
 
-// The type check (tests and benchmarks included) and the build of dist/ for the black-box leg (test/blackbox/, which
-// runs the service as `npm start` does), side by side: each is one single-threaded compiler.
-console.log('# typecheck (tsc --noEmit) and build (tsc -p tsconfig.build.json)')
-const [tsc, build] = await Promise.all([
-  run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], {}),
-  run('npx', ['--no-install', 'tsc', '-p', 'tsconfig.build.json'], {})
-])
-if (tsc.code !== 0) { console.log('# typecheck failed'); totals.failed++; exitCode = 1 } else totals.passed++
-if (build.code !== 0) { console.log('# build failed'); totals.failed++; exitCode = 1 } else totals.passed++
+// The type check (tests and benchmarks included), the lint (zero warnings) and the build of dist/ for the black-box
+// leg (test/blackbox/, which runs the service as `npm start` does), side by side.
+console.log('# typecheck (tsc --noEmit), lint (eslint) and build (tsc -p tsconfig.build.json)')
+const checks = await Promise.all([
+  ['typecheck', run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], {})],
+  ['lint', run('npx', ['--no-install', 'eslint', '--max-warnings', '0', '.'], {})],
+  ['build', run('npx', ['--no-install', 'tsc', '-p', 'tsconfig.build.json'], {})]
+].map(async ([name, done]) => [name, await done]))
+for (const [name, result] of checks) {
+  if (result.code !== 0) { console.log(`# ${name} failed`); totals.failed++; exitCode = 1 } else totals.passed++
+}
 
 const legs = [{ name: 'sqlite', env: { TEST_DB: 'sqlite' } }]
 const reachable = await mysqlReachable()
@@ -104,12 +108,18 @@ else if (requireMysql) {
   console.log(`# MySQL at ${mysqlUrl} is unreachable (${reachable.code ?? reachable.message}): skipping the MySQL leg`)
 }
 
-for (const leg of legs) {
-  console.log(`\n# ===== suite on ${leg.name} =====`)
+async function runLeg(leg) {
   const res = await run('npx', ['--no-install', 'tap', '--reporter=tap', '--disable-coverage', '--allow-empty-coverage', ...extraArgs], leg.env,
     (line) => { if (fileResult(line)) console.log(`# ${leg.name}: ${line.replace(/ # time=.*$/, '')}`) })
   mkdirSync('.tap', { recursive: true })
   writeFileSync(`.tap/${leg.name}.tap`, res.out)
+  return res
+}
+
+console.log(`\n# ===== suite on ${legs.map((leg) => leg.name).join(' and ')} =====`)
+const results = await Promise.all(legs.map(runLeg))
+legs.forEach((leg, i) => {
+  const res = results[i]
   const c = count(res.out)
   if (c.failed > 0 || res.code !== 0) console.log(`\n# failures on ${leg.name} (the whole TAP stream is in .tap/${leg.name}.tap):\n${failures(res.out)}\n`)
   console.log(`# ${leg.name}: ${c.passed} passed, ${c.failed} failed`)
@@ -120,7 +130,7 @@ for (const leg of legs) {
     exitCode = 1
     if (c.failed === 0) { totals.failed++; console.log(`# ${leg.name}: tap exited ${res.code}`) }
   }
-}
+})
 
 console.log(`${totals.passed} passed, ${totals.failed} failed`)
 process.exit(exitCode || (totals.failed ? 1 : 0))

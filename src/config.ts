@@ -6,14 +6,14 @@ export class ConfigError extends Error {
   override name = 'ConfigError'
 }
 
-function convert(raw: string, schema: { type?: unknown }): unknown {
+function convert(raw: string, schema: { type?: unknown; anyOf?: Array<{ const?: unknown }> }): unknown {
   if (schema.type === 'boolean') {
     if (/^(true|1|yes|on)$/i.test(raw)) return true
     if (/^(false|0|no|off)$/i.test(raw)) return false
     return raw
   }
-  if (schema.type === 'integer') return /^\d+$/.test(raw) ? Number(raw) : raw
-  return raw
+  const numeric = schema.type === 'integer' || schema.anyOf?.some((s) => typeof s.const === 'number')
+  return numeric && /^\d+$/.test(raw) ? Number(raw) : raw
 }
 
 /** One entry of TRUST_PROXY: a keyword of proxy-addr, an IP address, or a CIDR range. */
@@ -33,10 +33,13 @@ function isOrigin(entry: string): boolean {
 
 function describe(schema: Record<string, unknown>): string {
   if (schema.type === 'boolean') return 'true or false (also 1/0, yes/no, on/off)'
-  if (schema.type === 'integer') return `an integer from ${schema.minimum} to ${schema.maximum}`
-  if (Array.isArray(schema.anyOf)) return `one of ${schema.anyOf.map((s: { const: string }) => s.const).join(', ')}`
+  if (schema.type === 'integer') return `an integer from ${String(schema.minimum)} to ${String(schema.maximum)}`
+  if (Array.isArray(schema.anyOf)) {
+    const values = schema.anyOf.map((s: { const: string | number }) => String(s.const))
+    return values.length === 2 ? `${values[0]} or ${values[1]}` : `one of ${values.join(', ')}`
+  }
   if (schema.maxLength === 254) return 'an e-mail address'
-  if (schema.pattern) return `a value matching ${schema.pattern}`
+  if (typeof schema.pattern === 'string') return `a value matching ${schema.pattern}`
   if (typeof schema.minLength === 'number') return `at least ${schema.minLength} characters`
   return 'a valid value'
 }
@@ -51,7 +54,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   for (const [key, schema] of Object.entries(Config.properties)) {
     const raw = env[key]
     if (raw === undefined || raw.trim() === '') continue
-    input[key] = convert(raw.trim(), schema as { type?: unknown })
+    input[key] = convert(raw.trim(), schema)
   }
   const withDefaults = Value.Default(Config, input) as Record<string, unknown>
   for (const error of Value.Errors(Config, withDefaults)) {
@@ -66,7 +69,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (typeof withDefaults.CORS_ORIGINS === 'string' && !withDefaults.CORS_ORIGINS.split(',').every((o) => isOrigin(o.trim()))) {
     problems.push(`CORS_ORIGINS must be * or a comma-separated list of origins such as https://app.example.com (got ${JSON.stringify(env.CORS_ORIGINS)})`)
   }
-  if (withDefaults.FORBIDDEN_STATUS === 402) problems.push(`FORBIDDEN_STATUS must be 401 or 403 (got ${JSON.stringify(env.FORBIDDEN_STATUS)})`)
   if (withDefaults.ADMIN_EMAIL !== undefined && withDefaults.ADMIN_PASSWORD === undefined) {
     problems.push('ADMIN_PASSWORD must be set when ADMIN_EMAIL is')
   }

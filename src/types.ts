@@ -1,35 +1,22 @@
 import type { Config } from '../schemas/config.js'
-import type { Caller } from './auth/repository.js'
+import type { Caller } from './auth/caller.js'
 import type { AuthRule } from './auth/rules.js'
-import type { AuthService } from './auth/service.js'
-import type { Db, DialectName } from './database/index.js'
-import type { EmailsService } from './emails/service.js'
+import type { Db, DialectName, DirectRead } from './database/index.js'
 import type { CursorCodec } from './http/cursor.js'
 import type { RoutePlan } from './http/lifecycle.js'
-import type { SessionsService } from './sessions/service.js'
 import type { AnswerSeal } from './idempotency/service.js'
-import type { MailDeliverer } from './mail/deliverer.js'
-import type { UsersService } from './users/service.js'
-import type { VerificationService } from './verification/service.js'
 
-export interface Services {
-  users: UsersService
-  emails: EmailsService
-  auth: AuthService
-  sessions: SessionsService
-  verification: VerificationService
-}
-
+// What the app's plugins decorate it with. Plugins that own a decoration of their own declare it beside their code
+// (limits/plugin.ts, mail/plugin.ts, idempotency/plugin.ts, services.ts).
 declare module 'fastify' {
   interface FastifyInstance {
     config: Config
     db: Db
     dialect: DialectName
+    /** The database's direct read, for the statement every authenticated request runs (database/compiled.ts). */
+    read: DirectRead
     cursors: CursorCodec
-    services: Services
-    /** Delivers the mail outbox in the background while the app is ready. */
-    mail: MailDeliverer
-    /** Every route as served: its rule and its steps, in the order the lifecycle gave them. */
+    /** Every route as served: its declared config and its steps, in the order the lifecycle gave them. */
     routePlans: ReadonlyArray<RoutePlan>
   }
   interface FastifyRequest {

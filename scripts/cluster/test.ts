@@ -163,7 +163,10 @@ async function nodeFacts(port: number) {
     const [noPrimary] = await conn.query(
       'select user_id from emails group by user_id having sum(primary_user_id is not null) <> 1') as unknown as [unknown[]]
     const [twice] = await conn.query('select address_norm from emails group by address_norm having count(*) > 1') as unknown as [unknown[]]
-    return { counts, sums, addresses: new Map(addresses.map((r) => [r.address, Number(r.user_id)])), users: new Map(users.map((u) => [Number(u.id), u.name])), broken: noPrimary.length + twice.length }
+    return {
+      counts, sums, addresses: new Map(addresses.map((r) => [r.address, Number(r.user_id)])), users: new Map(users.map((u) => [Number(u.id), u.name])),
+      broken: noPrimary.length + twice.length
+    }
   } finally {
     await conn.end()
   }
@@ -175,11 +178,8 @@ function window(since: number, until: number): { count: number; lastAfterMs: num
   return { count: inWindow.length, lastAfterMs: inWindow.length ? Math.max(...inWindow) - since : 0 }
 }
 
-type Autocannon = (options: object) => Promise<{ requests: { average: number } }>
-
 async function throughput(url: string, path: string, token: string): Promise<number> {
-  // autocannon ships no types; it is called with these options only.
-  const autocannon = (await import('autocannon' as string) as { default: Autocannon }).default
+  const { default: autocannon } = await import('autocannon')
   const result = await autocannon({ url: url + path, connections: 24, duration: THROUGHPUT_S, headers: { authorization: `Bearer ${token}` } })
   return Math.round(result.requests.average)
 }

@@ -6,7 +6,7 @@ import type { UserRole } from '../../schemas/user.js'
  * - public: anyone (a valid token is still recognised);
  * - caller: any authenticated caller (the service may narrow it);
  * - self-or-admin: the user named by `user_id`, or an admin;
- * - owner: only the user named by `user_id`, admins included in the refusal (the seed's rule for removing addresses);
+ * - owner: only the user named by `user_id`, admins included in the refusal (version 1's rule for removing addresses);
  * - admin: admins only.
  */
 export const AUTH_RULES = ['public', 'caller', 'self-or-admin', 'owner', 'admin'] as const

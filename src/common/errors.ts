@@ -2,7 +2,7 @@ import type { ErrorCode, FieldError } from '../../schemas/problem.js'
 
 /**
  * The errors of Roster's rules, thrown by services, repositories and the HTTP machinery alike. They say what went
- * wrong in the contract's terms (a code and a detail) and nothing about HTTP: `src/http/problems.ts` alone turns
+ * wrong in the contract's terms (a code and a detail) and nothing about HTTP: `src/http/problems.ts` (the catalogue of answers) alone turns
  * each kind into a status, headers and a problem+json body.
  */
 export class DomainError extends Error {
@@ -109,7 +109,7 @@ export class Forbidden extends DomainError {
   }
 }
 
-/** The seed's rule: a user may not be left without an address while REQUIRE_EMAIL holds (a refusal, not a conflict). */
+/** Version 1's rule: a user may not be left without an address while REQUIRE_EMAIL holds (a refusal, not a conflict). */
 export class EmailRequired extends Forbidden {
   constructor() {
     super('A user must keep at least one address', 'EMAIL_REQUIRED')

@@ -1,8 +1,11 @@
 import { InvalidInput } from './errors.js'
 
-/** The form under which addresses are compared and indexed: case-insensitive, Unicode-normalised. */
-export function normalizeAddress(address: string): string {
-  return address.normalize('NFC').toLowerCase()
+/**
+ * The form under which text is compared, indexed and searched: case-insensitive, Unicode-normalised. Addresses
+ * (`emails.address_norm`) and names (`users.name_search`) are both kept under it.
+ */
+export function foldedKey(text: string): string {
+  return text.normalize('NFC').toLowerCase()
 }
 
 /**
@@ -11,13 +14,13 @@ export function normalizeAddress(address: string): string {
  * refused here rather than left to the engine.
  */
 export function addressLookupKey(address: string): string | undefined {
-  const key = normalizeAddress(address)
+  const key = foldedKey(address)
   return /\s/.test(key) ? undefined : key
 }
 
-/** The form under which names are searched: case-insensitive, Unicode-normalised. */
-export function nameSearchKey(name: string): string {
-  return name.normalize('NFC').toLowerCase()
+/** Whether two addresses name the same mailbox (letter case and Unicode normalisation aside). */
+export function sameMailbox(a: string, b: string): boolean {
+  return foldedKey(a) === foldedKey(b)
 }
 
 /** The longest name, in code points, as stored and as searched (users.name and users.name_search). */
@@ -29,7 +32,7 @@ export const MAX_NAME_LENGTH = 200
  * on every engine, rather than a driver error on one and a silent overflow on another.
  */
 export function storedNameKey(name: string): string {
-  const key = nameSearchKey(name)
+  const key = foldedKey(name)
   if ([...key].length > MAX_NAME_LENGTH) {
     throw new InvalidInput(`name is too long once lower-cased and normalised (at most ${MAX_NAME_LENGTH} characters)`,
       [{ path: '/name', in: 'body', message: `must have at most ${MAX_NAME_LENGTH} characters once lower-cased and normalised` }])

@@ -6,8 +6,8 @@ const FIRST_MS = -62167219200000
 const END_MS = 253402300800000
 
 /**
- * The ISO 8601 form of a millisecond timestamp, exactly as `new Date(ms).toISOString()` writes it, at a third of
- * its cost: every user in every answer carries two timestamps. Days to a civil date by H. Hinnant's algorithm;
+ * The ISO 8601 form of a millisecond timestamp, exactly as `new Date(ms).toISOString()` writes it, for less (every
+ * user in every answer carries two timestamps; `npm run bench:profile` weighs it). Days to a civil date by H. Hinnant's algorithm;
  * outside years 0–9999 (never stored) it defers to Date.
  */
 export function isoTimestamp(ms: number): string {

@@ -16,13 +16,12 @@ export type Trx = Transaction<Database>
 export type DialectName = 'mysql' | 'sqlite'
 
 /**
- * Runs one read-only statement (compiled by Kysely) outside Kysely's executor, for the one query every
- * authenticated request runs. On MySQL: a prepared execution on the pool, answered with a promise. On SQLite: the
- * kept statement, answered at once (the rows themselves, no promise: the engine is synchronous, and a request that
- * needs no promise costs less), unless a transaction is open on the single connection; then through Kysely, which
- * waits for it to end, so an uncommitted row is never read.
+ * Runs one read-only statement (compiled by Kysely, see compiled.ts) outside Kysely's executor, for the one query every
+ * authenticated request runs. On MySQL: a prepared execution on the pool. On SQLite: the kept statement, unless a
+ * transaction is open on the single connection; then through Kysely, which waits for it to end, so an uncommitted
+ * row is never read. The rows are typed by the query compiled into `sql`.
  */
-export type DirectRead = <R>(sql: string, parameters: readonly unknown[]) => R[] | Promise<R[]>
+export type DirectRead = <Rows>(sql: string, parameters: readonly unknown[]) => Promise<Rows>
 
 export interface OpenDatabase {
   db: Db
@@ -98,9 +97,9 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
   sqlite.pragma('busy_timeout = 5000')
   const statements = cachingStatements(sqlite)
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }) })
-  const read: DirectRead = <R>(text: string, parameters: readonly unknown[]) => {
-    if (sqlite.inTransaction || !sqlite.open) return db.executeQuery<R>(CompiledQuery.raw(text, [...parameters])).then((r) => [...r.rows])
-    return statements.prepare(text).all(parameters) as R[]
+  const read: DirectRead = async <Rows>(text: string, parameters: readonly unknown[]) => {
+    if (sqlite.inTransaction || !sqlite.open) return (await db.executeQuery(CompiledQuery.raw(text, [...parameters]))).rows as Rows
+    return statements.prepare(text).all(parameters) as Rows
   }
   return { db, dialect: 'sqlite', read }
 }
@@ -109,7 +108,7 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
 export async function migrateToLatest(db: Db): Promise<string[]> {
   const migrator = new Migrator({ db, provider: migrationProvider })
   const { error, results } = await migrator.migrateToLatest()
-  if (error) throw error
+  if (error) throw error instanceof Error ? error : new Error('a migration failed', { cause: error })
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName)
 }
 

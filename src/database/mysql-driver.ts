@@ -128,10 +128,11 @@ class Session implements DatabaseConnection {
 const savepointName = (name: string) => '`' + name.replace(/`/g, '``') + '`'
 
 /** The rows of one statement run on a pooled connection, outside Kysely's executor, within the same deadline. */
-export function readRows<R>(pool: Pool, timeoutMs: number, sql: string, parameters: readonly unknown[]): Promise<R[]> {
+export function readRows<Rows>(pool: Pool, timeoutMs: number, sql: string, parameters: readonly unknown[]): Promise<Rows> {
   const session = new Session(pool, timeoutMs)
   return within(session, sql, parameters).then(
-    (result) => { session.release(); return result.rows as R[] },
+    // The driver's rows, typed by the query that was compiled into `sql` (as Kysely types every result).
+    (result) => { session.release(); return result.rows as Rows },
     (err: unknown) => { session.release(); throw err }
   )
 }

@@ -28,3 +28,12 @@ export async function inTransaction<T>(db: Db, fn: (trx: Trx) => Promise<T>): Pr
 export function locksRows(db: Db | Trx): boolean {
   return db.getExecutor().adapter instanceof MysqlAdapter
 }
+
+/**
+ * A row this transaction has just written, read back inside it: a concurrent delete cannot take it away first, so a
+ * missing one is a broken invariant (a 500), never a client's error.
+ */
+export function written<R>(row: R | undefined, what: string): R {
+  if (row === undefined) throw new Error(`${what} vanished inside its own transaction`)
+  return row
+}

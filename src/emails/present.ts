@@ -1,6 +1,6 @@
 import type { Email } from '../../schemas/email.js'
 import { isoTimestamp as iso } from '../common/timestamps.js'
-import type { EmailRow } from './repository.js'
+import type { EmailRow } from '../accounts/addresses.js'
 
 export const emailPath = (userId: number, emailId: number) => `/users/${userId}/emails/${emailId}`
 

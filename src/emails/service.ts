@@ -1,16 +1,16 @@
 import type { EmailChange } from '../../schemas/email.js'
-import { EmailLimit, EmailRequired, EmailTaken, EmailUnverified, emailNotFound, invalidField, userNotFound, VersionConflict } from '../common/errors.js'
-import { normalizeAddress } from '../common/text.js'
+import type { AddressMail, MailSlot } from '../accounts/address-mail.js'
+import { deleteEmailTokens } from '../accounts/address-tokens.js'
+import {
+  claimingStale, deleteEmailRow, findEmail, insertEmail, lockEmail, markPrimary, promoteOldest, type EmailRow, type EmailTarget
+} from '../accounts/addresses.js'
+import { lockUser, pageOfUser, touchUser, userExists } from '../accounts/users.js'
+import { EmailLimit, EmailRequired, EmailUnverified, emailNotFound, invalidField, userNotFound, VersionConflict } from '../common/errors.js'
+import { sameMailbox } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
-import { inTransaction } from '../database/transaction.js'
-import { lockUser, touchUser, userExists } from '../users/repository.js'
-import type { AddressMail, MailSlot } from '../verification/address-mail.js'
-import { deleteEmailTokens } from '../verification/repository.js'
-import {
-  countEmails, deleteEmailRow, findEmail, findPrimaryEmail, findStaleClaim, insertEmail, listEmails, lockEmail, markPrimary,
-  oldestEmailId, rewriteAddress, unmarkPrimary, type EmailRow, type EmailTarget
-} from './repository.js'
+import { inTransaction, written } from '../database/transaction.js'
+import { countEmails, findPrimaryEmail, listEmails, rewriteAddress, unmarkPrimary } from './repository.js'
 
 export interface EmailsOptions {
   /** Addresses a user may hold (MAX_EMAILS_PER_USER). */
@@ -21,43 +21,12 @@ export interface EmailsOptions {
   claimSeconds: number
 }
 
-
-/**
- * Runs a write that claims `address` for the user `claimant`. When the unique index refuses it because another user
- * holds the address as a stale claim (set at or before `cutoff` and never verified), that claim is given up and the
- * write is tried once more: an unverified claim cannot keep an address from its real owner for ever. The former
- * holder loses the address; if it was its primary, its oldest remaining address (verified first) becomes primary.
- */
-export async function claimingStale<T>(trx: Trx, address: string, claimant: number, cutoff: number, write: () => Promise<T>): Promise<T> {
-  try {
-    return await write()
-  } catch (err) {
-    if (!(err instanceof EmailTaken)) throw err
-    const stale = await findStaleClaim(trx, address, cutoff)
-    if (!stale || stale.user_id === claimant) throw err
-    // The holder's user row first, then its address, in the order every address write takes them.
-    await lockUser(trx, stale.user_id)
-    const held = await lockEmail(trx, stale.user_id, { id: stale.id })
-    if (!held || held.verified_at !== null || normalizeAddress(held.address) !== normalizeAddress(address)) throw err
-    await deleteEmailRow(trx, held.id)
-    if (held.primary_user_id !== null) {
-      const now = Date.now()
-      const oldest = await oldestEmailId(trx, held.user_id)
-      if (oldest !== undefined) await markPrimary(trx, oldest, held.user_id, now)
-      await touchUser(trx, held.user_id, now)
-    }
-    return write()
-  }
-}
-
 const missing = (userId: number, target: EmailTarget) =>
   emailNotFound(target === 'primary' ? `User ${userId} has no address` : `User ${userId} has no address with id ${target.id}`)
 
 /** The row as this transaction left it: read inside it, so a concurrent delete cannot take it away first. */
-async function written(trx: Trx, userId: number, emailId: number): Promise<EmailRow> {
-  const row = await findEmail(trx, userId, emailId)
-  if (!row) throw new Error(`address ${emailId} vanished inside its own transaction`)
-  return row
+async function writtenEmail(trx: Trx, userId: number, emailId: number): Promise<EmailRow> {
+  return written(await findEmail(trx, userId, emailId), `address ${emailId}`)
 }
 
 /**
@@ -84,10 +53,7 @@ export class EmailsService {
   }
 
   async list(userId: number, afterId: number, limit: number): Promise<EmailRow[]> {
-    const rows = await listEmails(this.db, userId, afterId, limit)
-    // An empty first page is also how a missing user looks: only then ask which it is.
-    if (rows.length === 0 && afterId === 0 && !(await userExists(this.db, userId))) throw userNotFound(`id ${userId}`)
-    return rows
+    return pageOfUser(this.db, userId, afterId, await listEmails(this.db, userId, afterId, limit))
   }
 
   async get(userId: number, target: EmailTarget): Promise<EmailRow> {
@@ -109,7 +75,7 @@ export class EmailsService {
       const emailId = await claimingStale(trx, address, userId, this.claimCutoff(now), () => insertEmail(trx, userId, address, count === 0, now))
       if (count === 0) await touchUser(trx, userId, now)
       await this.mail.verification(trx, { id: emailId, user_id: userId, address }, now, slot)
-      return written(trx, userId, emailId)
+      return writtenEmail(trx, userId, emailId)
     }))
   }
 
@@ -129,7 +95,7 @@ export class EmailsService {
       mustMatch(row.version, expected)
       if (change.address !== undefined && slot) {
         await this.rewrite(trx, row, change.address, slot)
-        row = await written(trx, userId, emailId)
+        row = await writtenEmail(trx, userId, emailId)
       }
       if (change.primary === false && row.primary_user_id !== null) {
         throw invalidField('/primary', 'body', 'cannot be false for the primary address: make another address primary instead')
@@ -144,7 +110,7 @@ export class EmailsService {
         await touchUser(trx, userId, now)
         if (former) await this.mail.primaryChanged(trx, former.address, row.address, now)
       }
-      return written(trx, userId, emailId)
+      return writtenEmail(trx, userId, emailId)
     })
     return change.address === undefined ? run() : this.mail.withSlot(userId, change.address, run)
   }
@@ -161,7 +127,7 @@ export class EmailsService {
       if (primary) {
         mustMatch(primary.version, expected)
         await this.rewrite(trx, primary, address, slot)
-        return { row: await written(trx, userId, primary.id), created: false }
+        return { row: await writtenEmail(trx, userId, primary.id), created: false }
       }
       // No primary means no address at all: each user with an address has exactly one primary. An If-Match
       // names a version of an address that does not exist.
@@ -170,7 +136,7 @@ export class EmailsService {
       const id = await claimingStale(trx, address, userId, this.claimCutoff(now), () => insertEmail(trx, userId, address, true, now))
       await touchUser(trx, userId, now)
       await this.mail.verification(trx, { id, user_id: userId, address }, now, slot)
-      return { row: await written(trx, userId, id), created: true }
+      return { row: await writtenEmail(trx, userId, id), created: true }
     }))
   }
 
@@ -186,11 +152,7 @@ export class EmailsService {
       mustMatch(row.version, expected)
       if (this.options.requireEmail && (await countEmails(trx, userId)) <= 1) throw new EmailRequired()
       await deleteEmailRow(trx, row.id)
-      if (row.primary_user_id === null) return
-      const now = Date.now()
-      const oldest = await oldestEmailId(trx, userId)
-      if (oldest !== undefined) await markPrimary(trx, oldest, userId, now)
-      await touchUser(trx, userId, now)
+      if (row.primary_user_id !== null) await promoteOldest(trx, userId, Date.now())
     })
   }
 
@@ -200,7 +162,7 @@ export class EmailsService {
    */
   private async rewrite(trx: Trx, row: EmailRow, address: string, slot: MailSlot): Promise<void> {
     const now = Date.now()
-    const newMailbox = normalizeAddress(address) !== normalizeAddress(row.address)
+    const newMailbox = !sameMailbox(address, row.address)
     await claimingStale(trx, address, row.user_id, this.claimCutoff(now), () => rewriteAddress(trx, row.id, address, now, newMailbox))
     if (row.primary_user_id !== null) await touchUser(trx, row.user_id, now)
     if (newMailbox) {

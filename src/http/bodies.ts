@@ -2,6 +2,7 @@ import formbody from '@fastify/formbody'
 import multipart from '@fastify/multipart'
 import { PassThrough } from 'node:stream'
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify'
+import fp from 'fastify-plugin'
 import { DomainError, InvalidInput, invalidField, PayloadTooLarge, RequestTimeout } from '../common/errors.js'
 import type { RouteStep } from './lifecycle.js'
 
@@ -27,14 +28,20 @@ export function fileText(buffer: Buffer, field: string): string {
   }
 }
 
+/** A body's fields, a name given more than once an array of its values. */
+type Fields = Record<string, string | string[]>
+
+/** Fields without a prototype: a field named `__proto__` is a field like any other. */
+const fields = () => Object.create(null) as Fields
+
 /**
  * An urlencoded form: each name and value percent-decoded as UTF-8 (`+` a space), a name given more than once an
  * array of its values. A `%` not followed by two hex digits is itself (`50%off`), as most form parsers take it; escapes
  * that decode to bytes that are not UTF-8 (`%FF`) are a 400 rather than text the client never sent. (Raw bytes that
  * are not UTF-8, which a form should not hold unescaped, reach here already replaced by U+FFFD.)
  */
-export function parseForm(text: string): Record<string, string | string[]> {
-  const body: Record<string, string | string[]> = Object.create(null)
+export function parseForm(text: string): Fields {
+  const body = fields()
   for (const pair of text.split('&')) {
     if (pair === '') continue
     const eq = pair.indexOf('=')
@@ -69,14 +76,14 @@ export const MULTIPART_LIMITS = {
   headerPairs: 20
 }
 
-function addField(body: Record<string, unknown>, name: string, value: string) {
+function addField(body: Fields, name: string, value: string) {
   const existing = body[name]
   body[name] = existing === undefined ? value : Array.isArray(existing) ? [...existing, value] : [existing, value]
 }
 
 /** Reads a multipart body's parts into one plain object, the request's body. */
 async function collectParts(request: FastifyRequest): Promise<void> {
-  const body: Record<string, unknown> = Object.create(null)
+  const body = fields()
   try {
     for await (const part of request.parts()) {
       if (part.type === 'file') {
@@ -100,7 +107,7 @@ async function collectParts(request: FastifyRequest): Promise<void> {
  * where a key path says so (its own raw parser); elsewhere it is a 415. Multipart forms are accepted by the routes
  * registered through `withMultipart` below.
  */
-export async function installBodies(app: FastifyInstance): Promise<void> {
+async function bodies(app: FastifyInstance): Promise<void> {
   app.removeContentTypeParser('text/plain')
   // JSON as Fastify parses it (prototype poisoning refused), from bytes that must be UTF-8: a lossy decoding would
   // store replacement characters in place of what the client sent.
@@ -113,7 +120,7 @@ export async function installBodies(app: FastifyInstance): Promise<void> {
     } catch {
       return done(invalidField('', 'body', 'is not valid UTF-8', 'The body is not valid UTF-8'), undefined)
     }
-    parseJson(request, text, done)
+    void parseJson(request, text, done)
   })
   await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT, parser: parseForm })
   app.addHook('preParsing', bodyDeadline)
@@ -181,7 +188,7 @@ export function withMultipart(routes: FastifyPluginAsync): FastifyPluginAsync {
 }
 
 /** The multipart step: for routes in a `withMultipart` scope; a request that is not multipart passes synchronously. */
-export const multipartStep: RouteStep = (_route, scope) => {
+export const multipartStep: RouteStep<'preValidation'> = (_route, scope) => {
   if (!scope.hasRequestDecorator('isMultipart')) return undefined
   return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
     if (!request.isMultipart()) return done()
@@ -205,3 +212,5 @@ function withinDeadline(request: FastifyRequest, reading: Promise<void>): Promis
   reading.catch(ignore)
   return Promise.race([reading, deadline]).finally(() => clearTimeout(timer))
 }
+
+export default fp(bodies, { name: 'bodies' })

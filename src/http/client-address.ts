@@ -1,6 +1,7 @@
 import { isIP } from 'node:net'
 import ipaddr from 'ipaddr.js'
 import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 
 /**
  * The key a client address counts under in every per-client limit (the rate limit, failed logins, mail on demand):
@@ -26,12 +27,15 @@ export function clientKey(address: string | undefined, v6PrefixBits: number): st
 
 /**
  * `request.client`: the caller's client address as a limit key (above), from the address Fastify reports (the
- * socket's, or the forwarded one when TRUST_PROXY names the proxy).
+ * socket's, or the forwarded one when TRUST_PROXY names the proxy), IPv6 grouped by CLIENT_IPV6_PREFIX.
  */
-export function installClientKeys(app: FastifyInstance, v6PrefixBits: number): void {
+async function clientAddress(app: FastifyInstance): Promise<void> {
+  const v6PrefixBits = app.config.CLIENT_IPV6_PREFIX
   app.decorateRequest('client', {
     getter(this: { ip: string | undefined }) {
       return clientKey(this.ip, v6PrefixBits)
     }
   })
 }
+
+export default fp(clientAddress, { name: 'client-address' })

@@ -24,5 +24,5 @@ function conditional(request: FastifyRequest, reply: FastifyReply, payload: unkn
  * The conditional-get step: every 200 answer to a GET carries an ETag (the route's own, from the resource version,
  * or else a digest of the body), and an If-None-Match naming it answers 304 with no body. GET and HEAD routes only.
  */
-export const conditionalGetStep: RouteStep = (route) =>
+export const conditionalGetStep: RouteStep<'onSend'> = (route) =>
   [route.method].flat().some((method) => method === 'GET' || method === 'HEAD') ? conditional : undefined

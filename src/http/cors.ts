@@ -1,5 +1,6 @@
 import cors from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 
 /** What a browser's script may send, and read back. */
 const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'X-HTTP-Method-Override']
@@ -10,7 +11,8 @@ const EXPOSED_HEADERS = ['ETag', 'Location', 'Link', 'Retry-After', 'RateLimit',
  * origins, or without one, get no CORS headers, and an OPTIONS among them is answered as any OPTIONS is (204 with
  * Allow). Registered before the route lifecycle: its catch-all OPTIONS route is the plugin's, not an API route.
  */
-export async function installCors(app: FastifyInstance, origins: string | undefined): Promise<void> {
+async function corsOrigins(app: FastifyInstance): Promise<void> {
+  const origins = app.config.CORS_ORIGINS
   if (!origins) return
   const list = origins.split(',').map((o) => o.trim())
   const any = list.includes('*')
@@ -24,3 +26,5 @@ export async function installCors(app: FastifyInstance, origins: string | undefi
     strictPreflight: false
   })
 }
+
+export default fp(corsOrigins, { name: 'cors' })

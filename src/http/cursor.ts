@@ -1,5 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 import { InvalidInput } from '../common/errors.js'
+import { sharedSecret } from '../database/app-secrets.js'
 
 /**
  * Opaque keyset cursors: the last id of a page and a digest of the filters it was made for, signed with a secret,
@@ -36,3 +39,10 @@ export class CursorCodec {
     return id
   }
 }
+
+/** `app.cursors`: signed with the secret every instance on the database shares, so a cursor is valid on all of them. */
+async function cursors(app: FastifyInstance): Promise<void> {
+  app.decorate('cursors', new CursorCodec(await sharedSecret(app.db, 'cursor')))
+}
+
+export default fp(cursors, { name: 'cursors', dependencies: ['database'] })

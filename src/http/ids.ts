@@ -15,7 +15,7 @@ const isId = (text: string) => CANONICAL_ID.test(text) && Number(text) <= Number
  * `+1` or ` 1` as 1, so path ids (`*_id`) and the `id` filter are checked as the client wrote them, before
  * validation coerces them. Only routes that have such a parameter get the step.
  */
-export const canonicalIdsStep: RouteStep = (route) => {
+export const canonicalIdsStep: RouteStep<'preValidation'> = (route) => {
   const pathIds = [...route.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!).filter((name) => name.endsWith('_id'))
   const querystring = route.schema?.querystring as { properties?: Record<string, unknown> } | undefined
   const queryIds = querystring?.properties?.id !== undefined

@@ -1,82 +1,69 @@
-import type { FastifyInstance, RouteOptions } from 'fastify'
-import type { AuthRule } from '../auth/rules.js'
+import type { FastifyContextConfig, FastifyInstance, RouteOptions } from 'fastify'
 
 /** Fastify's request phases that route steps use, in the order Fastify runs them. */
 export const PHASES = ['onRequest', 'preValidation', 'preHandler', 'onSend'] as const
 export type Phase = typeof PHASES[number]
 
-/**
- * The per-route steps, in the order a request meets them. This list is the only place that order is written:
- * registering plugins in another order, or adding routes anywhere, cannot change it.
- * - authenticate: who the caller is, from the bearer token (before any body is read); a route that needs a caller
- *   refuses here (and counts the refusal against the client address);
- * - rate-limit: one hit per request on the caller's window (the user, else the client address), before anything
- *   else can refuse it, so that requests refused at validation or authorization count as well;
- * - canonical-ids: ids in the path and the `id` filter as the client wrote them, before validation coerces them;
- * - multipart: a multipart body read into the same plain object every other encoding gives;
- * - authorize: the route's declared rule (`config.auth`) against the caller and the target user;
- * - idempotency: on POSTs that create or send (`config.idempotent`), a retry with the same Idempotency-Key answers
- *   the first answer again, once the request is known to be allowed and valid;
- * - conditional-get: ETag and 304 on GET and HEAD answers;
- * - idempotency-record: the answer of a request that took an Idempotency-Key, kept before it goes out.
- * A step's hook runs before the route's own hooks of the same phase (a key path's body normalisation).
- */
-export const LIFECYCLE = [
-  { step: 'authenticate', phase: 'onRequest' },
-  { step: 'rate-limit', phase: 'onRequest' },
-  { step: 'canonical-ids', phase: 'preValidation' },
-  { step: 'multipart', phase: 'preValidation' },
-  { step: 'authorize', phase: 'preHandler' },
-  { step: 'idempotency', phase: 'preHandler' },
-  { step: 'conditional-get', phase: 'onSend' },
-  { step: 'idempotency-record', phase: 'onSend' }
-] as const satisfies ReadonlyArray<{ step: string; phase: Phase }>
-
-export type StepName = typeof LIFECYCLE[number]['step']
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each phase has its own hook signature
-export type RouteHook = (...args: any[]) => unknown
+/** The hook a route takes in a phase, as Fastify types it. */
+export type HookOf<P extends Phase> = Exclude<NonNullable<RouteOptions[P]>, readonly unknown[]>
 
 /**
- * What a step gives one route, decided once when the route is registered: its hook, or nothing when the route does
- * not need the step (a public route is not authorized, a POST has no ETag), so a request pays only for its own.
- * `scope` is the plugin instance the route is registered in.
+ * What a step gives one route, decided once when the route is registered: its hook for the step's phase, or nothing
+ * when the route does not need the step (a public route is not authorized, a POST has no ETag), so a request pays
+ * only for its own. `scope` is the plugin instance the route is registered in.
  */
-export type RouteStep = (route: RouteOptions, scope: FastifyInstance) => RouteHook | undefined
+export type RouteStep<P extends Phase> = (route: RouteOptions, scope: FastifyInstance) => HookOf<P> | undefined
 
-/** A route as served: its method, URL, authorization rule and the steps it was given, in order. */
+/** A named step in its phase. */
+export type Step = { [P in Phase]: { name: string; phase: P; step: RouteStep<P> } }[Phase]
+
+/** A route as served: its method, URL, declared config and the steps it was given, in order. */
 export interface RoutePlan {
   method: string
   url: string
-  rule: AuthRule
-  steps: StepName[]
+  config: FastifyContextConfig
+  steps: string[]
 }
 
-function ownHooks(route: RouteOptions, phase: Phase): RouteHook[] {
-  const existing = route[phase] as unknown
-  return existing === undefined ? [] : Array.isArray(existing) ? existing : [existing as RouteHook]
+/** The route's own hooks of a phase, after the steps' hooks of that phase. */
+function withSteps<H>(own: H | H[] | undefined, steps: H[]): H | H[] | undefined {
+  if (steps.length === 0) return own
+  return own === undefined ? steps : [...steps, ...(Array.isArray(own) ? own : [own])]
 }
 
 /**
- * Gives every route registered after this call its steps, in LIFECYCLE order. Each route gets new hook arrays (the
- * HEAD route Fastify derives from a GET copies the GET's options before they pass here, and passes on its own).
+ * Gives every route registered after this call its steps, in the order given: the one place that order is written
+ * (the app's steps plugin), so registering plugins in another order, or adding routes anywhere, cannot change it. A
+ * step's hook runs before the route's own hooks of the same phase. Each route gets new hook arrays (the HEAD route
+ * Fastify derives from a GET copies the GET's options before they pass here, and passes on its own). The routes as
+ * served are listed in `app.routePlans`.
  */
-export function installLifecycle(app: FastifyInstance, steps: Record<StepName, RouteStep>): void {
+export function installLifecycle(app: FastifyInstance, steps: ReadonlyArray<Step>): void {
+  const order = steps.map((s) => PHASES.indexOf(s.phase))
+  if (order.some((at, i) => i > 0 && at < order[i - 1]!)) throw new Error('installLifecycle: steps must be listed in the order of their phases')
   const plans: RoutePlan[] = []
   app.decorate('routePlans', plans)
   app.addHook('onRoute', function (this: FastifyInstance, route) {
-    const given: StepName[] = []
-    const byPhase = new Map<Phase, RouteHook[]>()
-    for (const { step, phase } of LIFECYCLE) {
-      const hook = steps[step](route, this)
-      if (!hook) continue
-      given.push(step)
-      byPhase.set(phase, [...(byPhase.get(phase) ?? []), hook])
+    const given: string[] = []
+    const hooks: { [P in Phase]: HookOf<P>[] } = { onRequest: [], preValidation: [], preHandler: [], onSend: [] }
+    const add = <P extends Phase>(name: string, list: HookOf<P>[], hook: HookOf<P> | undefined) => {
+      if (!hook) return
+      list.push(hook)
+      given.push(name)
     }
-    const writable = route as unknown as Record<Phase, RouteHook[]>
-    for (const [phase, hooks] of byPhase) writable[phase] = [...hooks, ...ownHooks(route, phase)]
-    const rule = route.config?.auth
-    if (!rule) throw new Error(`Route ${String(route.method)} ${route.url} has no authorization rule`)
-    for (const method of [route.method].flat()) plans.push({ method, url: route.url, rule, steps: given })
+    // One branch per phase, so that each hook keeps its phase's type.
+    for (const entry of steps) {
+      switch (entry.phase) {
+        case 'onRequest': add(entry.name, hooks.onRequest, entry.step(route, this)); break
+        case 'preValidation': add(entry.name, hooks.preValidation, entry.step(route, this)); break
+        case 'preHandler': add(entry.name, hooks.preHandler, entry.step(route, this)); break
+        case 'onSend': add(entry.name, hooks.onSend, entry.step(route, this)); break
+      }
+    }
+    route.onRequest = withSteps(route.onRequest, hooks.onRequest)
+    route.preValidation = withSteps(route.preValidation, hooks.preValidation)
+    route.preHandler = withSteps(route.preHandler, hooks.preHandler)
+    route.onSend = withSteps(route.onSend, hooks.onSend)
+    for (const method of [route.method].flat()) plans.push({ method, url: route.url, config: route.config ?? {}, steps: given })
   })
 }

@@ -1,11 +1,23 @@
+import type { OpenAPIV3_1 } from 'openapi-types'
+
 /**
  * Completes the OpenAPI document generated from the route schemas with what a schema cannot say: the headers
  * each answer carries, 304 answers, examples of problems, paging, and the components shared between operations.
  */
 
-type Obj = Record<string, any>
+type Document = OpenAPIV3_1.Document
+type Operation = OpenAPIV3_1.OperationObject<{ 'x-pagination'?: Record<string, string> }>
+type Response = OpenAPIV3_1.ResponseObject
+type Parameter = OpenAPIV3_1.ParameterObject
+type Reference = OpenAPIV3_1.ReferenceObject
 
-const HEADERS: Obj = {
+const isReference = (value: object): value is Reference => '$ref' in value
+/** The `$ref` of a schema, when it is a reference ('' otherwise). */
+const refOf = (schema: OpenAPIV3_1.SchemaObject | Reference | undefined) => (schema && isReference(schema) ? schema.$ref : '')
+/** A JSON copy of a plain document value: a shared form compared by its text, taken back out as a value. */
+const copy = <T>(value: T): T => structuredClone(value)
+
+const HEADERS: Record<string, OpenAPIV3_1.HeaderObject> = {
   ETag: { description: 'Version of the representation; send it back in If-None-Match or If-Match', schema: { type: 'string' } },
   Location: { description: 'URL of the created resource', schema: { type: 'string' } },
   Link: { description: '`<next page>; rel="next"` while there is a next page', schema: { type: 'string' } },
@@ -43,80 +55,99 @@ const EXAMPLES: Record<number, [string, string, string]> = {
 }
 const PROBLEM = { $ref: '#/components/schemas/Problem' }
 
-const METHODS = ['get', 'put', 'post', 'delete', 'patch']
+const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const
 
-const SUCCESS: Record<string, string> = { 200: 'OK', 201: 'Created', 204: 'No content' }
+const SUCCESS: Record<number, string> = { 200: 'OK', 201: 'Created', 204: 'No content' }
 
 export interface DocumentOptions {
   /** FORBIDDEN_STATUS: with 403, refusals of authenticated callers are documented as 403 beside the 401. */
   forbiddenStatus: 401 | 403
 }
 
-export function completeDocument(doc: Obj, options: DocumentOptions = { forbiddenStatus: 401 }): Obj {
-  doc.components ??= {}
-  doc.components.headers = { ...HEADERS, ...(doc.components.headers ?? {}) }
-  for (const item of Object.values<Obj>(doc.paths ?? {})) {
+/** Every operation of the document, with its method. */
+function operationsOf(doc: Document): Array<[typeof METHODS[number], Operation]> {
+  const found: Array<[typeof METHODS[number], Operation]> = []
+  for (const item of Object.values(doc.paths ?? {})) {
     for (const method of METHODS) {
-      const op = item[method]
-      if (!op) continue
-      const responses: Obj = op.responses ?? {}
-      if (options.forbiddenStatus === 403 && responses['401'] && op.security === undefined) {
-        const refused = JSON.parse(JSON.stringify(responses['401'])) as Obj
-        responses['401'] = { ...responses['401'], description: 'Not authenticated (UNAUTHENTICATED)' }
-        responses['403'] = { ...refused, description: 'Authenticated but not allowed (FORBIDDEN and route-specific codes)' }
+      const op = item?.[method]
+      if (op) found.push([method, op])
+    }
+  }
+  return found
+}
+
+/** Whether a generated document is the OpenAPI 3.1 document the app asks for (it always is: checked, not assumed). */
+export function isOpenApi31(doc: Partial<{ openapi: string }>): doc is Document {
+  return typeof doc.openapi === 'string' && doc.openapi.startsWith('3.1.') && 'paths' in doc
+}
+
+export function completeDocument(doc: Document, options: DocumentOptions = { forbiddenStatus: 401 }): Document {
+  const components = (doc.components ??= {})
+  components.headers = { ...HEADERS, ...(components.headers ?? {}) }
+  for (const [method, op] of operationsOf(doc)) {
+    const responses = (op.responses ??= {})
+    const unauthorized = responses['401']
+    if (options.forbiddenStatus === 403 && unauthorized && !isReference(unauthorized) && op.security === undefined) {
+      responses['401'] = { ...unauthorized, description: 'Not authenticated (UNAUTHENTICATED)' }
+      responses['403'] = { ...copy(unauthorized), description: 'Authenticated but not allowed (FORBIDDEN and route-specific codes)' }
+    }
+    const limited = Boolean(responses['429'])
+    // Anything may fail unexpectedly: INTERNAL, with no detail of why.
+    responses['500'] ??= { description: 'Unexpected error (INTERNAL): nothing of its cause is told', content: { 'application/problem+json': { schema: PROBLEM } } }
+    for (const [status, response] of Object.entries(responses)) {
+      if (isReference(response)) continue
+      completeResponse(method, Number(status), response, limited)
+    }
+    for (const parameter of op.parameters ?? []) {
+      if (isReference(parameter)) continue
+      const spelled = parameter.in === 'header' ? HEADER_NAMES[parameter.name] : undefined
+      if (spelled) parameter.name = spelled
+      // A parameter whose schema is a named component (a status) loses its own description on the way here:
+      // it says which component it takes, and what that component says.
+      const named = /^#\/components\/schemas\/(\w+)$/.exec(refOf(parameter.schema))?.[1]
+      if (named && !parameter.description) {
+        const about = components.schemas?.[named]?.description
+        parameter.description = about ? `A ${named}: ${about}` : `A ${named}`
       }
-      const limited = Boolean(responses['429'])
-      // Anything may fail unexpectedly: INTERNAL, with no detail of why.
-      responses['500'] ??= { description: 'Unexpected error (INTERNAL): nothing of its cause is told', content: { 'application/problem+json': { schema: PROBLEM } } }
-      for (const [status, response] of Object.entries<Obj>(responses)) {
-        if (response.description === 'Default Response' && SUCCESS[status]) response.description = SUCCESS[status]
-        const headers: Obj = { ...(response.headers ?? {}) }
-        const code = Number(status)
-        const ref: string = response.content?.['application/json']?.schema?.$ref ?? ''
-        if ((code === 200 && method === 'get') || ((code === 200 || code === 201) && VERSIONED.has(ref))) headers.ETag = header('ETag')
-        if (code === 201 && VERSIONED.has(ref)) headers.Location = header('Location')
-        const problem = response.content?.['application/problem+json']
-        const example = EXAMPLES[code]
-        if (problem && example) {
-          problem.example = { type: 'about:blank', title: example[0], status: code, code: example[1], detail: example[2] }
-        }
-        if (code === 200 && method === 'get' && /Collection$/.test(response.content?.['application/json']?.schema?.$ref ?? '')) {
-          headers.Link = header('Link')
-        }
-        if (code === 401 || code === 403) headers['WWW-Authenticate'] = header('WWWAuthenticate')
-        if (limited) {
-          headers['RateLimit-Policy'] = header('RateLimitPolicy')
-          headers.RateLimit = header('RateLimit')
-        }
-        if (code === 429 || code === 503) headers['Retry-After'] = header('RetryAfter')
-        if (Object.keys(headers).length) response.headers = headers
-      }
-      for (const parameter of op.parameters ?? []) {
-        if (parameter.in === 'header' && HEADER_NAMES[parameter.name]) parameter.name = HEADER_NAMES[parameter.name]
-        // A parameter whose schema is a named component (a status) loses its own description on the way here:
-        // it says which component it takes, and what that component says.
-        const named = /^#\/components\/schemas\/(\w+)$/.exec(parameter.schema?.$ref ?? '')?.[1]
-        if (named && !parameter.description) {
-          const about = doc.components.schemas?.[named]?.description
-          parameter.description = about ? `A ${named}: ${about}` : `A ${named}`
-        }
-      }
-      if (method === 'get' && /Collection$/.test(responses['200']?.content?.['application/json']?.schema?.$ref ?? '')) {
-        // Machine-readable paging, for generators that build iterators: the page size and cursor parameters, and
-        // where the items and the next page's link are in the answer.
-        op['x-pagination'] = { style: 'cursor', limitParam: 'limit', cursorParam: 'cursor', itemsField: 'items', nextField: 'next', nextHeader: 'Link' }
-      }
-      if (method === 'get' && responses['200']) {
-        responses['304'] = { description: 'Not modified: If-None-Match names the current ETag', headers: { ETag: header('ETag') } }
-        op.parameters = [...(op.parameters ?? []), {
-          name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string', examples: ['"v3"'] },
-          description: 'Answer 304 without a body when the ETag still matches'
-        }]
-      }
+    }
+    const ok = responses['200']
+    const okRef = ok && !isReference(ok) ? refOf(ok.content?.['application/json']?.schema) : ''
+    if (method === 'get' && /Collection$/.test(okRef)) {
+      // Machine-readable paging, for generators that build iterators: the page size and cursor parameters, and
+      // where the items and the next page's link are in the answer.
+      op['x-pagination'] = { style: 'cursor', limitParam: 'limit', cursorParam: 'cursor', itemsField: 'items', nextField: 'next', nextHeader: 'Link' }
+    }
+    if (method === 'get' && ok) {
+      responses['304'] = { description: 'Not modified: If-None-Match names the current ETag', headers: { ETag: header('ETag') } }
+      op.parameters = [...(op.parameters ?? []), {
+        name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' }, example: '"v3"',
+        description: 'Answer 304 without a body when the ETag still matches'
+      }]
     }
   }
   shareComponents(doc)
   return doc
+}
+
+/** One answer of an operation: its description, the headers it carries, the example of its problem. */
+function completeResponse(method: string, code: number, response: Response, limited: boolean): void {
+  const success = SUCCESS[code]
+  if (response.description === 'Default Response' && success) response.description = success
+  const headers = { ...(response.headers ?? {}) }
+  const ref = refOf(response.content?.['application/json']?.schema)
+  if ((code === 200 && method === 'get') || ((code === 200 || code === 201) && VERSIONED.has(ref))) headers.ETag = header('ETag')
+  if (code === 201 && VERSIONED.has(ref)) headers.Location = header('Location')
+  const problem = response.content?.['application/problem+json']
+  const example = EXAMPLES[code]
+  if (problem && example) problem.example = { type: 'about:blank', title: example[0], status: code, code: example[1], detail: example[2] }
+  if (code === 200 && method === 'get' && /Collection$/.test(ref)) headers.Link = header('Link')
+  if (code === 401 || code === 403) headers['WWW-Authenticate'] = header('WWWAuthenticate')
+  if (limited) {
+    headers['RateLimit-Policy'] = header('RateLimitPolicy')
+    headers.RateLimit = header('RateLimit')
+  }
+  if (code === 429 || code === 503) headers['Retry-After'] = header('RetryAfter')
+  if (Object.keys(headers).length) response.headers = headers
 }
 
 /** Parameters that recur across operations, by `in:name`, and the component each becomes. */
@@ -138,34 +169,39 @@ const SHARED_RESPONSES: Record<string, string> = {
  * or status takes, the commonest is shared; another form (a health check's 503, which is never rate limited) stays
  * where it is.
  */
-function shareComponents(doc: Obj): void {
-  const operations: Obj[] = []
-  for (const item of Object.values<Obj>(doc.paths ?? {})) for (const method of METHODS) if (item[method]) operations.push(item[method])
+function shareComponents(doc: Document): void {
+  const operations = operationsOf(doc).map(([, op]) => op)
+  const components = (doc.components ??= {})
   const commonest = (forms: string[]) => {
     const counts = new Map<string, number>()
     for (const form of forms) counts.set(form, (counts.get(form) ?? 0) + 1)
     return [...counts].sort((a, b) => b[1] - a[1])[0]
   }
 
-  doc.components.parameters ??= {}
+  const parameters = (components.parameters ??= {})
   for (const [key, name] of Object.entries(SHARED_PARAMETERS)) {
-    const forms = operations.flatMap((op) => (op.parameters ?? []).filter((p: Obj) => `${p.in}:${p.name}` === key).map((p: Obj) => JSON.stringify(p)))
+    const forms = operations.flatMap((op) => (op.parameters ?? [])
+      .filter((p): p is Parameter => !isReference(p) && `${p.in}:${p.name}` === key).map((p) => JSON.stringify(p)))
     const shared = commonest(forms)
     if (!shared || shared[1] < 2) continue
-    doc.components.parameters[name] = JSON.parse(shared[0])
+    const form = shared[0]
+    parameters[name] = copy(operations.flatMap((op) => op.parameters ?? []).find((p) => JSON.stringify(p) === form)!)
     for (const op of operations) {
-      op.parameters = (op.parameters ?? []).map((p: Obj) => (JSON.stringify(p) === shared[0] ? { $ref: `#/components/parameters/${name}` } : p))
+      op.parameters = (op.parameters ?? []).map((p) => (JSON.stringify(p) === form ? { $ref: `#/components/parameters/${name}` } : p))
     }
   }
 
-  doc.components.responses ??= {}
+  const responses = (components.responses ??= {})
   for (const [status, name] of Object.entries(SHARED_RESPONSES)) {
-    const forms = operations.filter((op) => op.responses?.[status]).map((op) => JSON.stringify(op.responses[status]))
+    const forms = operations.flatMap((op) => (op.responses?.[status] ? [JSON.stringify(op.responses[status])] : []))
     const shared = commonest(forms)
     if (!shared || shared[1] < 2) continue
-    doc.components.responses[name] = JSON.parse(shared[0])
+    const form = shared[0]
     for (const op of operations) {
-      if (op.responses?.[status] && JSON.stringify(op.responses[status]) === shared[0]) op.responses[status] = { $ref: `#/components/responses/${name}` }
+      const response = op.responses?.[status]
+      if (!op.responses || !response || JSON.stringify(response) !== form) continue
+      responses[name] ??= copy(response)
+      op.responses[status] = { $ref: `#/components/responses/${name}` }
     }
   }
 }

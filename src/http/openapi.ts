@@ -1,8 +1,9 @@
 import swagger from '@fastify/swagger'
 import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 import { sharedSchemas } from '../../schemas/index.js'
-import { completeDocument } from './openapi-document.js'
+import { completeDocument, isOpenApi31 } from './openapi-document.js'
 import { GUIDE, serviceVersion } from './openapi-guide.js'
 
 export const DOCS_PREFIX = '/docs'
@@ -11,7 +12,7 @@ export const DOCS_PREFIX = '/docs'
  * The OpenAPI 3.1 document, built from the route schemas: shared schemas become named components (by `$id`),
  * bearer tokens the security scheme. Served at /openapi.json, browsable at /docs.
  */
-export async function installOpenApi(app: FastifyInstance): Promise<void> {
+async function openapi(app: FastifyInstance): Promise<void> {
   const version = serviceVersion()
   for (const schema of sharedSchemas) app.addSchema(schema)
 
@@ -48,12 +49,12 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
       const described = { ...schema } as Record<string, unknown>
       if (rule === 'public') described.security = []
       if (rule) described.description = [schema.description, `Authorization: \`${rule}\`.`].filter(Boolean).join('\n\n')
-      return { schema: described as typeof schema, url }
+      return { schema: described, url }
     },
-    transformObject: (documentObject) =>
-      'openapiObject' in documentObject
-        ? completeDocument(documentObject.openapiObject, { forbiddenStatus: app.config.FORBIDDEN_STATUS === 403 ? 403 : 401 })
-        : documentObject.swaggerObject,
+    transformObject: (documentObject) => {
+      if (!('openapiObject' in documentObject) || !isOpenApi31(documentObject.openapiObject)) throw new Error('openapi: the document is not OpenAPI 3.1')
+      return completeDocument(documentObject.openapiObject, { forbiddenStatus: app.config.FORBIDDEN_STATUS })
+    },
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`)
     }
@@ -62,3 +63,6 @@ export async function installOpenApi(app: FastifyInstance): Promise<void> {
 
   app.get('/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () => app.swagger())
 }
+
+/** After the route steps: its own routes (the document, the docs page) are routes like any other. */
+export default fp(openapi, { name: 'openapi', dependencies: ['steps'] })

@@ -1,5 +1,6 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
 import { Unavailable } from '../common/errors.js'
 
 /** How often the event loop is sampled (ms), and how often the verdict is renewed. */
@@ -21,7 +22,8 @@ const REPORT_EVERY_MS = 10_000
  * Shed requests are expected under overload, and logging each would add to it: they are counted, and the count is
  * logged once every REPORT_EVERY_MS while shedding lasts.
  */
-export function installLoadShedding(app: FastifyInstance, max: number): void {
+async function loadShedding(app: FastifyInstance): Promise<void> {
+  const max = app.config.MAX_EVENT_LOOP_DELAY_MS
   if (max === 0) return
 
   const histogram = monitorEventLoopDelay({ resolution: RESOLUTION_MS })
@@ -56,3 +58,5 @@ export function installLoadShedding(app: FastifyInstance, max: number): void {
     done(new Unavailable('The service is overloaded; try again shortly', 2))
   })
 }
+
+export default fp(loadShedding, { name: 'load-shedding' })

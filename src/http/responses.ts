@@ -87,7 +87,7 @@ export interface PageOptions<R extends { id: number }, T> {
   present: (row: R) => T
 }
 
-/** A collection's answer (seed rule 1): its href, its items, the next page's link (also as a Link header). */
+/** A collection's answer (version 1's rule 1): its href, its items, the next page's link (also as a Link header). */
 export function collection<R extends { id: number }, T>(reply: FastifyReply, o: PageOptions<R, T>) {
   const page = o.rows.slice(0, o.limit)
   const last = page[page.length - 1]

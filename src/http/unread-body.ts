@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, IncomingMessage } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
 
 /** After an answer that leaves a body unread: how long the client may go quiet, and how long it is read at most. */
 export const LINGER_IDLE_MS = 2_000
@@ -21,7 +22,7 @@ const MAX_DROPPED = 8
  * A body that has arrived whole by the time the answer goes (small bodies come in the packet of their headers) keeps
  * the connection alive as usual. Registered first, so that its onRequest hook runs before any other.
  */
-export function installUnreadBodies(app: FastifyInstance): void {
+async function unreadBodies(app: FastifyInstance): Promise<void> {
   // Connections closing after such an answer, and how many requests each has brought since: what still arrives on
   // them is read and dropped, never served. A client that keeps sending requests there is cut past MAX_DROPPED, so
   // that the unanswered requests Node holds for a connection stay few. Closing the app cuts them all at once.
@@ -85,3 +86,5 @@ function lingerOnClose(socket: Socket, lingering: Map<Socket, number>): void {
     this.once('end', () => this.destroy())
   }
 }
+
+export default fp(unreadBodies, { name: 'unread-bodies' })

@@ -61,15 +61,15 @@ function canonical(value: unknown): unknown {
   return value
 }
 
+/** Whether an answer of this status is kept for the retries of its key: a 2xx or a 4xx other than 429. */
+export const isKept = (status: number): boolean => status < 500 && status !== 429
+
 /**
  * Idempotency keys (IETF httpapi draft): a retry with the same key and the same request, from the same caller,
  * within `keepMs`, answers the first answer again and does nothing twice. The same key with another request is
  * IDEMPOTENCY_KEY_REUSED (422); while the first is still running, IDEMPOTENCY_KEY_IN_USE (409). Keys are rows of
  * the database, so this holds across instances; answers of 5xx and 429 are not kept.
  */
-/** Whether an answer of this status is kept for the retries of its key: a 2xx or a 4xx other than 429. */
-export const isKept = (status: number): boolean => status < 500 && status !== 429
-
 export class IdempotencyKeys {
   private readonly options: IdempotencyOptions
 

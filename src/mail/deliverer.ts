@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import type { Db } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { claimDue, markFailed, markRetry, markSent, purgeFinished, releaseClaims, type OutboxRow } from './repository.js'
-import { render, type Mail } from './templates.js'
+import { mailOf, render } from './templates.js'
 import { DeliveryFailure, type MailTransport } from './transports.js'
 
 export interface DelivererLog {
@@ -126,8 +126,14 @@ export class MailDeliverer {
 
   private async deliver(row: OutboxRow, claim: string): Promise<void> {
     const attempts = row.attempts + 1
-    const mail = { kind: row.kind, to: row.recipient, data: JSON.parse(row.data) } as Mail
+    const mail = mailOf(row.kind, row.recipient, row.data)
     const details = { mail: row.id, kind: row.kind, attempts }
+    if (!mail) {
+      // Written by a version that no longer knows it, or damaged: no delivery could ever succeed.
+      await markFailed(this.db, row.id, claim, attempts, 'the outbox row is not a mail this version can render')
+      this.log.error(details, 'mail: given up: not a mail this version can render')
+      return
+    }
     try {
       await this.transport.send({ to: row.recipient, ...render(mail) })
     } catch (err) {

@@ -1,24 +1,40 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
 import { isoTimestamp } from '../common/timestamps.js'
 
 /** The product's name, as every mail signs it. */
 export const PRODUCT = 'Roster'
 
+const TokenData = Type.Object({ address: Type.String(), token: Type.String(), link: Type.Union([Type.String(), Type.Null()]), expires_at: Type.Number() })
+
 /**
  * Every mail Roster sends, by kind, with the values its template needs. Stored in the outbox as JSON and rendered
  * when it is delivered, so the templates below are the one place a mail's words live.
+ * - verify-address: a new or replaced address, or a resend: prove you read mail sent here;
+ * - password-reset: a password reset asked for this address;
+ * - primary-changed: sent to the former primary address when another address of the user became primary.
  */
-export interface MailKinds {
-  /** A new or replaced address, or a resend: prove you read mail sent here. */
-  'verify-address': { address: string; token: string; link: string | null; expires_at: number }
-  /** A password reset asked for this address. */
-  'password-reset': { address: string; token: string; link: string | null; expires_at: number }
-  /** Sent to the former primary address when another address of the user became primary. */
-  'primary-changed': { address: string; primary: string }
-}
-export type MailKind = keyof MailKinds
+const MailSchema = Type.Union([
+  Type.Object({ kind: Type.Literal('verify-address'), to: Type.String(), data: TokenData }),
+  Type.Object({ kind: Type.Literal('password-reset'), to: Type.String(), data: TokenData }),
+  Type.Object({ kind: Type.Literal('primary-changed'), to: Type.String(), data: Type.Object({ address: Type.String(), primary: Type.String() }) })
+])
 
 /** A mail as the outbox holds it before delivery. */
-export type Mail = { [K in MailKind]: { kind: K; to: string; data: MailKinds[K] } }[MailKind]
+export type Mail = Static<typeof MailSchema>
+export type MailKind = Mail['kind']
+
+/** A mail read back from the outbox, checked against what it must hold; undefined when it does not. */
+export function mailOf(kind: string, to: string, data: string): Mail | undefined {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(data)
+  } catch {
+    return undefined
+  }
+  const mail: unknown = { kind, to, data: parsed }
+  return Value.Check(MailSchema, mail) ? mail : undefined
+}
 
 export interface Rendered {
   subject: string

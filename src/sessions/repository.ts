@@ -1,7 +1,9 @@
 import type { Insertable, Selectable } from 'kysely'
 import type { SessionsTable } from '../../db/types.js'
 import type { Db, Trx } from '../database/index.js'
+import { addressLookupKey } from '../common/text.js'
 import { locksRows } from '../database/transaction.js'
+import { deleteSessions } from '../accounts/sessions.js'
 
 export type SessionRow = Pick<Selectable<SessionsTable>, 'id' | 'user_id' | 'created_at' | 'last_used_at' | 'expires_at' | 'client'>
 
@@ -26,42 +28,6 @@ export async function insertSession(trx: Trx, values: Insertable<SessionsTable>)
 /** A session renewed by a refresh: used now, alive until `expiresAt`. */
 export async function renewSession(trx: Trx, sessionId: number, now: number, expiresAt: number): Promise<void> {
   await trx.updateTable('sessions').set({ last_used_at: now, expires_at: expiresAt }).where('id', '=', sessionId).execute()
-}
-
-/** Deletes sessions by id with their access and refresh tokens. */
-async function deleteSessions(trx: Trx, ids: number[]): Promise<void> {
-  if (ids.length === 0) return
-  await trx.deleteFrom('refresh_tokens').where('session_id', 'in', ids).execute()
-  await trx.deleteFrom('tokens').where('session_id', 'in', ids).execute()
-  await trx.deleteFrom('sessions').where('id', 'in', ids).execute()
-}
-
-/** What a revocation spares: the caller's own session, or its token when it has no session (issued before sessions). */
-export interface Keep {
-  sessionId: number | null
-  tokenHash: string
-}
-
-/**
- * Ends a user's sessions with all their tokens, and the user's tokens issued before sessions existed: all of them,
- * or all but what `keep` names. Runs in the transaction of the change that causes it, after that change has
- * locked the user row, so no login or refresh can add a session in between.
- */
-export async function endSessions(trx: Trx, userId: number, keep?: Keep): Promise<void> {
-  let sessions = trx.selectFrom('sessions').select('id').where('user_id', '=', userId)
-  if (keep?.sessionId) sessions = sessions.where('id', '!=', keep.sessionId)
-  await deleteSessions(trx, (await sessions.execute()).map((r) => r.id))
-  let legacy = trx.deleteFrom('tokens').where('user_id', '=', userId).where('session_id', 'is', null)
-  if (keep && keep.sessionId === null) legacy = legacy.where('token_hash', '!=', keep.tokenHash)
-  await legacy.execute()
-}
-
-/** Ends one session of a user; whether there was one. */
-export async function endSession(trx: Trx, userId: number, sessionId: number): Promise<boolean> {
-  const row = await trx.selectFrom('sessions').select('id').where('id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst()
-  if (!row) return false
-  await deleteSessions(trx, [row.id])
-  return true
 }
 
 /** Before a new session: ends the user's expired sessions, and its oldest ones past `max - 1`. */
@@ -104,4 +70,42 @@ export async function insertRefresh(trx: Trx, sessionId: number, hash: string, n
 export async function spendRefresh(trx: Trx, id: number, now: number): Promise<boolean> {
   const result = await trx.updateTable('refresh_tokens').set({ used_at: now }).where('id', '=', id).where('used_at', 'is', null).executeTakeFirst()
   return result.numUpdatedRows > 0n
+}
+
+export async function insertToken(trx: Trx, userId: number, sessionId: number, hash: string, now: number, expiresAt: number): Promise<void> {
+  await trx.insertInto('tokens').values({ token_hash: hash, user_id: userId, session_id: sessionId, created_at: now, expires_at: expiresAt }).execute()
+}
+
+/**
+ * What a password is checked against: the user owning an address that may log in, its primary address or any of
+ * its verified ones. An unverified secondary address finds nobody, as an unknown one does.
+ */
+export function findCredentials(db: Db, address: string) {
+  return db
+    .selectFrom('emails')
+    .innerJoin('users', 'users.id', 'emails.user_id')
+    .select(['users.id', 'users.password_hash', 'users.status'])
+    .where('emails.address_norm', '=', addressLookupKey(address) ?? '')
+    .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
+    .executeTakeFirst()
+}
+
+export async function deleteToken(db: Db | Trx, hash: string): Promise<void> {
+  await db.deleteFrom('tokens').where('token_hash', '=', hash).execute()
+}
+
+/** Drops a user's expired access tokens (refused anyway), at each of its logins, so they cannot pile up. */
+export async function purgeExpiredAccessTokens(trx: Trx, userId: number, now: number): Promise<void> {
+  await trx.deleteFrom('tokens').where('user_id', '=', userId).where('expires_at', '<=', now).execute()
+}
+
+/**
+ * What a token may be issued against, read with the user row locked (MySQL) for the rest of the transaction: every
+ * change that ends sessions (a new password, a ban, a demotion, a deletion) writes this row first, so a login or
+ * refresh and such a change are serialised, and a token is issued only against the state the change left.
+ */
+export async function lockCredentials(trx: Trx, userId: number) {
+  let q = trx.selectFrom('users').select(['id', 'password_hash', 'status']).where('id', '=', userId)
+  if (locksRows(trx)) q = q.forUpdate()
+  return q.executeTakeFirst()
 }

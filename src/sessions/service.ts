@@ -1,17 +1,124 @@
-import { NotFound, userNotFound } from '../common/errors.js'
-import type { Db } from '../database/index.js'
-import { inTransaction } from '../database/transaction.js'
-import { lockUser, userExists } from '../users/repository.js'
-import { endSession, endSessions, listSessions, type SessionRow } from './repository.js'
+import { isTokenShaped, newToken, tokenHash, type Passwords } from '../accounts/secrets.js'
+import { endSession, endSessions } from '../accounts/sessions.js'
+import { findUserById, lockUser, pageOfUser, type UserRow } from '../accounts/users.js'
+import type { Caller } from '../auth/caller.js'
+import { NotFound, Unauthenticated } from '../common/errors.js'
+import { foldedKey } from '../common/text.js'
+import type { Db, Trx } from '../database/index.js'
+import { inTransaction, written } from '../database/transaction.js'
+import type { LoginGuard } from '../limits/login-guard.js'
+import {
+  deleteToken, findCredentials, findRefresh, findSession, insertRefresh, insertSession, insertToken, listSessions, lockCredentials,
+  makeRoom, purgeExpiredAccessTokens, renewSession, spendRefresh, type SessionRow
+} from './repository.js'
 
-/** Seeing and ending sessions ("sign out everywhere"). Route rules have decided who may reach the user. */
+export interface SessionsOptions {
+  accessTtlSeconds: number
+  refreshTtlSeconds: number
+  sessionMaxAgeSeconds: number
+  maxSessionsPerUser: number
+}
+
+/** Who is asking: the client address (throttling) and its User-Agent (the session's `client`). */
+export interface ClientInfo {
+  address: string
+  agent: string | undefined
+}
+
+/** What a login or a refresh hands out. */
+export interface Issued {
+  token: string
+  expiresAt: number
+  refreshToken: string
+  refreshExpiresAt: number
+  session: SessionRow
+  user: UserRow
+}
+
+const wrongCredentials = () => new Unauthenticated('The address or password is wrong', 'INVALID_CREDENTIALS')
+const banned = () => new Unauthenticated('This user is banned', 'USER_BANNED')
+const invalidGrant = () => new Unauthenticated('The refresh token is unknown, expired or revoked', 'INVALID_GRANT')
+const MAX_CLIENT = 200
+
+/**
+ * Sessions: logging in, refreshing and logging out (who gets tokens, for how long, and what ends them), and seeing
+ * and ending a user's sessions ("sign out everywhere"). Route rules have decided who may reach the user.
+ */
 export class SessionsService {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db, private readonly passwords: Passwords, private readonly guard: LoginGuard, private readonly options: SessionsOptions
+  ) {}
+
+  /**
+   * A session for an address (the user's primary one, or any of its addresses) and its password. A wrong address
+   * and a wrong password answer alike, in the same time (an unknown address is checked against a dummy hash); a
+   * banned user learns it is banned only once its password checked out. Each check is first reserved with the
+   * login guard (429 past a limit, unchecked).
+   */
+  async login(email: string, password: string, client: ClientInfo): Promise<Issued> {
+    const found = await findCredentials(this.db, email)
+    const attempt = await this.guard.attempt(found ? `u${found.id}` : `e${foldedKey(email)}`, client.address)
+    if (!(await this.passwords.verify(found?.password_hash, password)) || !found) throw wrongCredentials()
+    await attempt.succeeded()
+    if (found.status === 'BANNED') throw banned()
+    const issued = await inTransaction(this.db, async (trx) => {
+      // The password checked out against what was read before; the token is issued only if it still holds.
+      const now = Date.now()
+      const current = await lockCredentials(trx, found.id)
+      if (!current || current.password_hash !== found.password_hash) return wrongCredentials()
+      if (current.status === 'BANNED') return banned()
+      await purgeExpiredAccessTokens(trx, found.id, now)
+      await makeRoom(trx, found.id, now, this.options.maxSessionsPerUser)
+      const endsAt = now + this.options.sessionMaxAgeSeconds * 1000
+      const sessionId = await insertSession(trx, {
+        user_id: found.id, created_at: now, last_used_at: now, client: (client.agent ?? '').slice(0, MAX_CLIENT),
+        expires_at: Math.min(now + this.options.refreshTtlSeconds * 1000, endsAt), ends_at: endsAt
+      })
+      return this.issue(trx, found.id, sessionId, now)
+    })
+    if (issued instanceof Unauthenticated) throw issued
+    return issued
+  }
+
+  /**
+   * A new pair for a refresh token, which is spent. A spent one presented again is a replay: the whole session
+   * ends (committed before the answer), REFRESH_TOKEN_REUSED. Unknown, expired or revoked: INVALID_GRANT.
+   */
+  async refresh(refreshToken: string): Promise<Issued> {
+    if (!isTokenShaped(refreshToken)) throw invalidGrant()
+    const hash = tokenHash(refreshToken)
+    // Its user is learnt first, so that the user row is locked before the token's row, in the order every
+    // revocation takes them.
+    const seen = await findRefresh(this.db, hash)
+    if (!seen) throw invalidGrant()
+    const outcome = await inTransaction(this.db, async (trx): Promise<Issued | 'invalid' | 'reused'> => {
+      const now = Date.now()
+      const user = await lockCredentials(trx, seen.user_id)
+      const row = await findRefresh(trx, hash, true)
+      if (!user || !row || user.status !== 'ACTIVE') return 'invalid'
+      if (row.used_at !== null || !(await spendRefresh(trx, row.id, now))) {
+        await endSession(trx, row.user_id, row.session_id)
+        return 'reused'
+      }
+      if (row.expires_at <= now || row.session_expires_at <= now || row.ends_at <= now) return 'invalid'
+      await renewSession(trx, row.session_id, now, Math.min(now + this.options.refreshTtlSeconds * 1000, row.ends_at))
+      return this.issue(trx, row.user_id, row.session_id, now)
+    })
+    if (outcome === 'reused') throw new Unauthenticated('This refresh token was used already: its session has ended', 'REFRESH_TOKEN_REUSED')
+    if (outcome === 'invalid') throw invalidGrant()
+    return outcome
+  }
+
+  /** Ends the caller's session (a token from before sessions is revoked alone). */
+  async logout(caller: Caller): Promise<void> {
+    await inTransaction(this.db, async (trx) => {
+      if (caller.session_id === null) await deleteToken(trx, caller.tokenHash)
+      else await endSession(trx, caller.id, caller.session_id)
+    })
+  }
 
   async list(userId: number, afterId: number, limit: number): Promise<SessionRow[]> {
-    const rows = await listSessions(this.db, userId, Date.now(), afterId, limit)
-    if (rows.length === 0 && afterId === 0 && !(await userExists(this.db, userId))) throw userNotFound(`id ${userId}`)
-    return rows
+    return pageOfUser(this.db, userId, afterId, await listSessions(this.db, userId, Date.now(), afterId, limit))
   }
 
   /** Ends one session: its access and refresh tokens stop working at once. */
@@ -28,5 +135,17 @@ export class SessionsService {
       await lockUser(trx, userId)
       await endSessions(trx, userId)
     })
+  }
+
+  /** An access token and a refresh token for a session, both ending no later than the session itself. */
+  private async issue(trx: Trx, userId: number, sessionId: number, now: number): Promise<Issued> {
+    const session = written(await findSession(trx, sessionId), `session ${sessionId}`)
+    const user = written(await findUserById(trx, userId), `user ${userId}`)
+    const access = newToken()
+    const refresh = newToken()
+    const expiresAt = Math.min(now + this.options.accessTtlSeconds * 1000, session.expires_at)
+    await insertToken(trx, userId, sessionId, access.hash, now, expiresAt)
+    await insertRefresh(trx, sessionId, refresh.hash, now, session.expires_at)
+    return { token: access.token, expiresAt, refreshToken: refresh.token, refreshExpiresAt: session.expires_at, session, user }
   }
 }

@@ -1,6 +1,6 @@
 import type { User } from '../../schemas/user.js'
 import { isoTimestamp as iso } from '../common/timestamps.js'
-import type { UserRow } from './repository.js'
+import type { UserRow } from '../accounts/users.js'
 
 export const userPath = (id: number) => `/users/${id}`
 

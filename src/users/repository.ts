@@ -1,16 +1,11 @@
-import { sql, type ExpressionBuilder, type Insertable, type Selectable, type SelectQueryBuilder, type Updateable } from 'kysely'
+import { sql, type ExpressionBuilder, type Insertable, type SelectQueryBuilder } from 'kysely'
 import type { Database, UsersTable } from '../../db/types.js'
 import type { UserStatus } from '../../schemas/user.js'
-import { userNotFound } from '../common/errors.js'
-import { addressLookupKey, nameSearchKey } from '../common/text.js'
+import { selectUsers, type UserRow } from '../accounts/users.js'
+import { addressLookupKey, foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
 import { likeEscape, prefixUpperBound } from '../database/sql.js'
 import { locksRows } from '../database/transaction.js'
-
-/** A user as read with its primary address (null when it has none). */
-export type UserRow = Pick<Selectable<UsersTable>, 'id' | 'name' | 'status' | 'role' | 'version' | 'created_at' | 'updated_at'> & {
-  email: string | null
-}
 
 export type NameFilter = { mode: 'exact' | 'prefix' | 'suffix' | 'contains'; text: string }
 
@@ -26,21 +21,6 @@ export interface UserFilters {
 
 type UsersQuery = SelectQueryBuilder<Database, 'users' | 'emails', object>
 
-/** Users with their primary address: one indexed join on the unique primary marker. */
-export function selectUsers(db: Db | Trx) {
-  return db
-    .selectFrom('users')
-    .leftJoin('emails', 'emails.primary_user_id', 'users.id')
-    .select([
-      'users.id', 'users.name', 'emails.address as email', 'users.status', 'users.role',
-      'users.version', 'users.created_at', 'users.updated_at'
-    ])
-}
-
-export function findUserById(db: Db | Trx, id: number): Promise<UserRow | undefined> {
-  return selectUsers(db).where('users.id', '=', id).executeTakeFirst()
-}
-
 /** The user owning an address (any of its addresses), compared case-insensitively. */
 export function findUserByAddress(db: Db, address: string): Promise<UserRow | undefined> {
   const key = addressLookupKey(address)
@@ -55,12 +35,8 @@ export async function findPasswordHash(db: Db, id: number): Promise<string | und
   return row?.password_hash
 }
 
-export async function userExists(db: Db | Trx, id: number): Promise<boolean> {
-  return (await db.selectFrom('users').select('id').where('id', '=', id).executeTakeFirst()) !== undefined
-}
-
 function applyName(qb: UsersQuery, filter: NameFilter): UsersQuery {
-  const text = nameSearchKey(filter.text)
+  const text = foldedKey(filter.text)
   const like = likeEscape(text)
   const pattern = { exact: like, prefix: `${like}%`, suffix: `%${like}`, contains: `%${like}%` }[filter.mode]
   // LIKE keeps the match exact on every collation; the range (exact and prefix) lets the index do the work.
@@ -105,28 +81,8 @@ export async function insertUser(trx: Trx, values: Insertable<UsersTable>): Prom
   return Number(inserted.insertId)
 }
 
-/**
- * Applies changes to a user and bumps its version, only if the version is one of `versions` when given (checked in
- * the same UPDATE, so no other write can slip in between). Whether a row was changed.
- */
-export async function updateUserRow(trx: Trx, id: number, changes: Updateable<UsersTable>, versions?: number[]): Promise<boolean> {
-  let update = trx.updateTable('users').set((eb) => ({ ...changes, version: eb('version', '+', 1) })).where('id', '=', id)
-  if (versions) update = update.where('version', 'in', versions)
-  const result = await update.executeTakeFirst()
-  return result.numUpdatedRows > 0n
-}
-
 export async function deleteUserRow(trx: Trx, id: number): Promise<void> {
   await trx.deleteFrom('users').where('id', '=', id).execute()
-}
-
-/** Locks a user row for the rest of the transaction (MySQL); USER_NOT_FOUND when there is no such user. */
-export async function lockUser(trx: Trx, id: number): Promise<Pick<UserRow, 'version' | 'role'>> {
-  let q = trx.selectFrom('users').select(['version', 'role']).where('id', '=', id)
-  if (locksRows(trx)) q = q.forUpdate()
-  const row = await q.executeTakeFirst()
-  if (!row) throw userNotFound(`id ${id}`)
-  return row
 }
 
 /** The active admins' ids, their rows locked for the rest of the transaction (MySQL). */
@@ -136,7 +92,3 @@ export async function lockActiveAdmins(trx: Trx): Promise<number[]> {
   return (await q.execute()).map((r) => r.id)
 }
 
-/** Marks a user's representation as changed (its primary address moved): new version, new ETag. */
-export async function touchUser(trx: Trx, id: number, now: number): Promise<void> {
-  await trx.updateTable('users').set((eb) => ({ version: eb('version', '+', 1), updated_at: now })).where('id', '=', id).execute()
-}

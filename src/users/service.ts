@@ -1,22 +1,19 @@
 import type { Updateable } from 'kysely'
 import type { UsersTable } from '../../db/types.js'
 import type { UserRole, UserStatus } from '../../schemas/user.js'
-import type { Caller } from '../auth/repository.js'
-import { hashPassword, verifyPassword } from '../auth/secrets.js'
+import type { AddressMail } from '../accounts/address-mail.js'
+import { claimingStale, deleteUserEmails, insertEmail } from '../accounts/addresses.js'
+import type { Passwords } from '../accounts/secrets.js'
+import { endSessions, type Keep } from '../accounts/sessions.js'
+import { findUserById, lockUser, updateUserRow, userExists, type UserRow } from '../accounts/users.js'
+import type { Caller } from '../auth/caller.js'
 import { EmailTaken, Forbidden, invalidField, LastAdmin, Unauthenticated, userNotFound, VersionConflict } from '../common/errors.js'
 import { storedNameKey } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
-import { inTransaction } from '../database/transaction.js'
-import { deleteUserEmails, insertEmail } from '../emails/repository.js'
-import { claimingStale } from '../emails/service.js'
+import { inTransaction, written } from '../database/transaction.js'
 import type { LoginGuard } from '../limits/login-guard.js'
-import { endSessions, type Keep } from '../sessions/repository.js'
-import type { AddressMail } from '../verification/address-mail.js'
-import {
-  deleteUserRow, findPasswordHash, findUserByAddress, findUserById, insertUser, listUsers, lockActiveAdmins, lockUser, updateUserRow,
-  userExists, type UserFilters, type UserRow
-} from './repository.js'
+import { deleteUserRow, findPasswordHash, findUserByAddress, insertUser, listUsers, lockActiveAdmins, type UserFilters } from './repository.js'
 
 export interface NewUserInput {
   name: string
@@ -53,10 +50,8 @@ async function keepAnAdmin(trx: Trx, id: number): Promise<void> {
 }
 
 /** The user as this transaction left it (read inside it, before any concurrent delete can land). */
-async function written(trx: Trx, id: number): Promise<UserRow> {
-  const row = await findUserById(trx, id)
-  if (!row) throw new Error(`user ${id} vanished inside its own transaction`)
-  return row
+async function writtenUser(trx: Trx, id: number): Promise<UserRow> {
+  return written(await findUserById(trx, id), `user ${id}`)
 }
 
 /**
@@ -65,7 +60,8 @@ async function written(trx: Trx, id: number): Promise<UserRow> {
  */
 export class UsersService {
   constructor(
-    private readonly db: Db, private readonly guard: LoginGuard, private readonly mail: AddressMail, private readonly options: UsersOptions
+    private readonly db: Db, private readonly passwords: Passwords, private readonly guard: LoginGuard, private readonly mail: AddressMail,
+    private readonly options: UsersOptions
   ) {}
 
   /** The one user a caller's listings are restricted to: a plain user sees at most itself, an admin everyone. */
@@ -111,7 +107,7 @@ export class UsersService {
   async create(input: NewUserInput & { role: UserRole; status: UserStatus }, verified = false): Promise<UserRow> {
     const name = input.name.trim()
     const nameKey = storedNameKey(name)
-    const passwordHash = await hashPassword(input.password)
+    const passwordHash = await this.passwords.hash(input.password)
     const row = await inTransaction(this.db, async (trx) => {
       const now = Date.now()
       const id = await insertUser(trx, {
@@ -122,7 +118,7 @@ export class UsersService {
       const emailId = await claimingStale(trx, input.email, id, cutoff, () => insertEmail(trx, id, input.email, true, now, verified))
       // A new user: its address has had no mail from it yet.
       if (!verified) await this.mail.verification(trx, { id: emailId, user_id: id, address: input.email }, now, 'always')
-      return written(trx, id)
+      return writtenUser(trx, id)
     })
     this.mail.committed()
     if (!verified) await this.mail.sentWithoutSlot(row.id, input.email)
@@ -173,12 +169,12 @@ export class UsersService {
         throw invalidField('/current_password', 'body', 'is required to change your own password', 'current_password is required to change your own password')
       }
       const attempt = await this.guard.attempt(`u${id}`, client)
-      if (!(await verifyPassword(await findPasswordHash(this.db, id), currentPassword))) {
+      if (!(await this.passwords.verify(await findPasswordHash(this.db, id), currentPassword))) {
         throw new Forbidden('current_password is wrong', 'INVALID_CREDENTIALS')
       }
       await attempt.succeeded()
     }
-    const passwordHash = await hashPassword(password)
+    const passwordHash = await this.passwords.hash(password)
     const keep: Keep | undefined = self ? { sessionId: caller.session_id, tokenHash: caller.tokenHash } : undefined
     await this.write(id, { password_hash: passwordHash }, expected, { ending: async () => ({ keep }) })
   }
@@ -213,7 +209,7 @@ export class UsersService {
       const changed = versions?.length === 0 ? false : await updateUserRow(trx, id, { ...changes, updated_at: Date.now() }, versions)
       if (!changed) throw (await userExists(trx, id)) ? new VersionConflict() : userNotFound(`id ${id}`)
       if (ends) await endSessions(trx, id, ends.keep)
-      return written(trx, id)
+      return writtenUser(trx, id)
     })
   }
 }

@@ -2,15 +2,6 @@ import type { EmailTokenPurpose } from '../../db/types.js'
 import { addressLookupKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
 
-export async function insertEmailToken(
-  trx: Trx, values: { hash: string; purpose: EmailTokenPurpose; emailId: number; userId: number; now: number; expiresAt: number }
-): Promise<void> {
-  await trx.insertInto('email_tokens').values({
-    token_hash: values.hash, purpose: values.purpose, email_id: values.emailId, user_id: values.userId,
-    created_at: values.now, expires_at: values.expiresAt
-  }).execute()
-}
-
 /** When the last token of this purpose was mailed to the address, if one still exists. */
 export async function lastTokenAt(trx: Trx, emailId: number, purpose: EmailTokenPurpose): Promise<number | undefined> {
   const row = await trx.selectFrom('email_tokens').select('created_at')
@@ -28,21 +19,9 @@ export function findEmailToken(db: Db | Trx, hash: string, purpose: EmailTokenPu
     .executeTakeFirst()
 }
 
-/** Drops an address's tokens (of one purpose, or all): they die when the address changes or is verified. */
-export async function deleteEmailTokens(trx: Trx, emailId: number, purpose?: EmailTokenPurpose): Promise<void> {
-  let q = trx.deleteFrom('email_tokens').where('email_id', '=', emailId)
-  if (purpose) q = q.where('purpose', '=', purpose)
-  await q.execute()
-}
-
 /** Drops a user's tokens of one purpose (a reset used spends every reset token of the user). */
 export async function deleteUserTokens(trx: Trx, userId: number, purpose: EmailTokenPurpose): Promise<void> {
   await trx.deleteFrom('email_tokens').where('user_id', '=', userId).where('purpose', '=', purpose).execute()
-}
-
-/** Drops an address's expired tokens, as a new one is issued, so that they cannot pile up. */
-export async function purgeExpiredTokens(trx: Trx, emailId: number, now: number): Promise<void> {
-  await trx.deleteFrom('email_tokens').where('email_id', '=', emailId).where('expires_at', '<=', now).execute()
 }
 
 /**

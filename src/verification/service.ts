@@ -1,14 +1,15 @@
-import { hashPassword, tokenHash } from '../auth/secrets.js'
+import type { AddressMail } from '../accounts/address-mail.js'
+import { deleteEmailTokens } from '../accounts/address-tokens.js'
+import { findEmail, lockEmail, markVerified, type EmailRow } from '../accounts/addresses.js'
+import { isTokenShaped, tokenHash, type Passwords } from '../accounts/secrets.js'
+import { endSessions } from '../accounts/sessions.js'
+import { lockUser, updateUserRow } from '../accounts/users.js'
 import { EmailAlreadyVerified, emailNotFound, InvalidToken, NotFound, RateLimited } from '../common/errors.js'
-import { addressLookupKey, normalizeAddress } from '../common/text.js'
+import { addressLookupKey, sameMailbox } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
-import { inTransaction } from '../database/transaction.js'
-import { findEmail, lockEmail, markVerified, type EmailRow } from '../emails/repository.js'
+import { inTransaction, written } from '../database/transaction.js'
 import type { LoginGuard } from '../limits/login-guard.js'
-import { endSessions } from '../sessions/repository.js'
-import { lockUser, updateUserRow } from '../users/repository.js'
-import type { AddressMail } from './address-mail.js'
-import { deleteEmailTokens, deleteUserTokens, findEmailToken, findResetTarget, lastTokenAt } from './repository.js'
+import { deleteUserTokens, findEmailToken, findResetTarget, lastTokenAt } from './repository.js'
 
 export interface VerificationOptions {
   /** Least time between two verification mails to one address (VERIFICATION_RESEND_SECONDS). */
@@ -16,9 +17,6 @@ export interface VerificationOptions {
   /** Every reset request answers no sooner than this after it arrived, whether or not a mail was written. */
   resetAnswerMs: number
 }
-
-/** A mailed token as this service makes them: 256 random bits, base64url. Anything else is refused unread. */
-const MAILED_TOKEN = /^[A-Za-z0-9_-]{43}$/
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -30,6 +28,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 export class VerificationService {
   constructor(
     private readonly db: Db,
+    private readonly passwords: Passwords,
     private readonly mail: AddressMail,
     private readonly guard: LoginGuard,
     private readonly options: VerificationOptions
@@ -51,7 +50,7 @@ export class VerificationService {
       if (!row) throw emailNotFound(`User ${userId} has no address with id ${emailId}`)
       if (row.verified_at !== null) throw new EmailAlreadyVerified()
       // Replaced between the read and the lock: the slot taken was the former address's, not this one's.
-      if (current && normalizeAddress(row.address) !== normalizeAddress(current.address)) {
+      if (current && !sameMailbox(row.address, current.address)) {
         throw new RateLimited('The address changed while its mail was being prepared; try again', 1000)
       }
       const now = Date.now()
@@ -81,9 +80,7 @@ export class VerificationService {
       if (!row || row.expires_at <= now) throw new InvalidToken()
       await deleteEmailTokens(trx, row.email_id, 'verify')
       if (row.verified_at === null) await markVerified(trx, row.email_id, now)
-      const email = await findEmail(trx, row.user_id, row.email_id)
-      if (!email) throw new Error(`address ${row.email_id} vanished inside its own transaction`)
-      return email
+      return written(await findEmail(trx, row.user_id, row.email_id), `address ${row.email_id}`)
     })
   }
 
@@ -124,7 +121,7 @@ export class VerificationService {
     const seen = await findEmailToken(this.db, hash, 'reset')
     if (!seen || seen.expires_at <= Date.now()) throw new InvalidToken()
     await attempt.succeeded()
-    const passwordHash = await hashPassword(password)
+    const passwordHash = await this.passwords.hash(password)
     await inTransaction(this.db, async (trx) => {
       await this.lockOwner(trx, seen.user_id)
       const row = await findEmailToken(trx, hash, 'reset')
@@ -141,7 +138,7 @@ export class VerificationService {
   }
 
   private hashOf(token: string): string {
-    if (!MAILED_TOKEN.test(token)) throw new InvalidToken()
+    if (!isTokenShaped(token)) throw new InvalidToken()
     return tokenHash(token)
   }
 

@@ -94,8 +94,8 @@ t.test('every route, every kind of caller', async (t) => {
   t.same(served.filter((k) => !PUBLIC.includes(k)).sort(), Object.keys(CONTRACT).sort(), 'the table covers every route the app serves')
   for (const r of app.routePlans) {
     const key = `${r.method} ${r.url}`
-    if (CONTRACT[key]) t.equal(r.rule, CONTRACT[key].declared ?? CONTRACT[key].rule, `${key} declares the contract's rule`)
-    else if (PUBLIC.includes(key)) t.equal(r.rule, 'public', `${key} is public`)
+    if (CONTRACT[key]) t.equal(r.config.auth, CONTRACT[key].declared ?? CONTRACT[key].rule, `${key} declares the contract's rule`)
+    else if (PUBLIC.includes(key)) t.equal(r.config.auth, 'public', `${key} is public`)
   }
 
   const other = await newUser(app)

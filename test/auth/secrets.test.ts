@@ -1,8 +1,9 @@
 import t from 'tap'
+import type * as Secrets from '../../src/accounts/secrets.js'
 
 t.test('an unknown address is verified against a dummy hash, as a known one is against its own', async (t) => {
   const verified: string[] = []
-  const secrets = await t.mockImport<typeof import('../../src/auth/secrets.js')>('../../src/auth/secrets.js', {
+  const secrets = await t.mockImport<typeof Secrets>('../../src/accounts/secrets.js', {
     '@node-rs/argon2': {
       hash: async () => '$dummy-hash',
       verify: async (stored: string, password: string) => {
@@ -11,9 +12,10 @@ t.test('an unknown address is verified against a dummy hash, as a known one is a
       }
     }
   })
-  t.equal(await secrets.verifyPassword('$stored-hash', 'wrong'), false)
-  t.equal(await secrets.verifyPassword('$stored-hash', 'right'), true)
-  t.equal(await secrets.verifyPassword(undefined, 'wrong'), false, 'no user: refused')
-  t.equal(await secrets.verifyPassword(undefined, 'right'), false, 'no user: refused even when the dummy hash would match')
+  const passwords = new secrets.Passwords()
+  t.equal(await passwords.verify('$stored-hash', 'wrong'), false)
+  t.equal(await passwords.verify('$stored-hash', 'right'), true)
+  t.equal(await passwords.verify(undefined, 'wrong'), false, 'no user: refused')
+  t.equal(await passwords.verify(undefined, 'right'), false, 'no user: refused even when the dummy hash would match')
   t.same(verified, ['$stored-hash', '$stored-hash', '$dummy-hash', '$dummy-hash'], 'every call costs one argon2 verification')
 })

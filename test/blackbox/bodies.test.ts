@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import type { Socket } from 'node:net'
 import t from 'tap'
 import { ADMIN } from '../helpers.js'
 import { assertRecovered, rawExchange, startBuilt, statusOf, type RunningService } from './service.js'
@@ -14,7 +15,7 @@ const BODY_TIMEOUT_MS = 10_000
 const big = (n: number) => 'x'.repeat(n)
 
 /** A request written whole (headers and body) before anything is read, as most HTTP clients send one. */
-function request(method: string, path: string, headers: Record<string, string>, body: Buffer | string = ''): (s: import('node:net').Socket) => void {
+function request(method: string, path: string, headers: Record<string, string>, body: Buffer | string = ''): (s: Socket) => void {
   const payload = typeof body === 'string' ? Buffer.from(body) : body
   const head = Object.entries({ host: 'roster', 'content-length': String(payload.length), ...headers })
     .map(([name, value]) => `${name}: ${value}\r\n`).join('')
@@ -73,7 +74,7 @@ t.test('bodies over a real socket never end the process', async (t) => {
   ])
 
   // Bodies nobody reads: answered at once; before, each ended the process when the body deadline fired.
-  const unread: Array<[string, (s: import('node:net').Socket) => void, number]> = [
+  const unread: Array<[string, (s: Socket) => void, number]> = [
     ['GET /health/live with a body', request('GET', '/health/live', {}, 'hello'), 200],
     ['GET /openapi.json with a body', request('GET', '/openapi.json', {}, '{}'), 200],
     ['POST /users as text/xml', request('POST', '/users', { 'content-type': 'text/xml' }, '<user/>'), 415],
@@ -89,7 +90,7 @@ t.test('bodies over a real socket never end the process', async (t) => {
   const mpFile = multipartBody([{ name: 'email', filename: 'a.txt', content: big(3_000_000) }])
   const mpParts = multipartBody(Array.from({ length: 40 }, (_, i) => ({ name: `f${i}`, content: 'x' })))
   const mpHeader = multipartBody([{ name: 'name', content: 'Ada', headers: `X-Pad: ${big(70_000)}\r\n` }])
-  const oversized: Array<[string, (s: import('node:net').Socket) => void, number[]]> = [
+  const oversized: Array<[string, (s: Socket) => void, number[]]> = [
     ['3 MB of JSON', request('POST', '/users', { 'content-type': 'application/json' }, Buffer.alloc(3_000_000, 'a')), [413]],
     ['3 MB chunked JSON', (socket) => {
       socket.write('POST /users HTTP/1.1\r\nhost: roster\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n')

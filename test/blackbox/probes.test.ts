@@ -12,7 +12,6 @@ import { assertRecovered, root, startBuilt, type RunningService } from './servic
  * for an unexpected error.
  */
 
-
 async function call(service: RunningService, method: string, path: string, options: { headers?: Record<string, string>; body?: unknown } = {}) {
   const res = await fetch(`${service.base}${path}`, {
     method,

@@ -225,7 +225,6 @@ export async function runSoak(t: Pick<Test, 'teardown'>, options: SoakOptions): 
   }
   await Promise.all([observe(), inject(), ...Array.from({ length: options.clients }, () => client(until))])
 
-
   const rss = observations.map((o) => Math.round(o.rssKb / 102.4) / 10)
   const heap = observations.map((o) => Math.round(o.heapUsedKb / 102.4) / 10)
   const quarter = (xs: number[], q: number) => xs.slice(Math.floor((xs.length * q) / 4), Math.floor((xs.length * (q + 1)) / 4))

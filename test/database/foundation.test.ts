@@ -172,12 +172,12 @@ t.test('logs never carry e-mail addresses; answers carry nosniff', async (t) => 
 })
 
 t.test('the embedded database file is readable by its owner only', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
-  const { mkdtempSync, rmSync, statSync } = await import('node:fs')
+  const fs = await import('node:fs')
   const { tmpdir } = await import('node:os')
-  const { join } = await import('node:path')
-  const dir = mkdtempSync(join(tmpdir(), 'roster-mode-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  const file = join(dir, 'roster.sqlite')
+  const path = await import('node:path')
+  const dir = fs.mkdtempSync(path.join(tmpdir(), 'roster-mode-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'roster.sqlite')
   await build(t, { url: `sqlite:${file}` })
-  for (const f of [file, `${file}-wal`]) t.equal(statSync(f).mode & 0o777, 0o600, `${f.slice(dir.length + 1)} is 0600`)
+  for (const f of [file, `${file}-wal`]) t.equal(fs.statSync(f).mode & 0o777, 0o600, `${f.slice(dir.length + 1)} is 0600`)
 })

@@ -52,7 +52,6 @@ t.test('MySQL: data statements run prepared, transactions keep one connection, a
   }
 })
 
-
 t.test('db.connection() holds one connection from its first statement to its end, as Kysely promises', mysqlOnly, async (t) => {
   const app = await build(t, { env: { DB_POOL_SIZE: '4' } })
   const db = app.db

@@ -2,7 +2,8 @@ import t from 'tap'
 import type { Db } from '../../src/database/index.js'
 import { isUnavailable } from '../../src/database/errors.js'
 import { inTransaction } from '../../src/database/transaction.js'
-import { answerTo, toDomainError } from '../../src/http/problems.js'
+import { toDomainError } from '../../src/http/error-handler.js'
+import { answerTo } from '../../src/http/problems.js'
 
 const deadlock = () => Object.assign(new Error('Deadlock found when trying to get lock; try restarting transaction'), { code: 'ER_LOCK_DEADLOCK', errno: 1213 })
 

@@ -75,8 +75,8 @@ t.test('an address is reached only under its own user', async (t) => {
   }
   assertProblem(t, await app.inject({ method: 'DELETE', url: `/users/${a.id}/emails/${bEmail.id}`, headers: a.headers }), 404, 'EMAIL_NOT_FOUND', 'DELETE across parents')
   assertProblem(t, await app.inject({ url: `/users/${b.id}/emails/${bEmail.id}`, headers: a.headers }), 401, 'FORBIDDEN', 'another user\'s address')
-  assertProblem(t, await app.inject({ url: `/users/999999/emails`, headers: admin.headers }), 404, 'USER_NOT_FOUND', 'unknown user')
-  assertProblem(t, await app.inject({ url: `/users/999999/email`, headers: admin.headers }), 404, 'USER_NOT_FOUND', 'unknown user, single path')
+  assertProblem(t, await app.inject({ url: '/users/999999/emails', headers: admin.headers }), 404, 'USER_NOT_FOUND', 'unknown user')
+  assertProblem(t, await app.inject({ url: '/users/999999/email', headers: admin.headers }), 404, 'USER_NOT_FOUND', 'unknown user, single path')
   assertProblem(t, await addEmail(app, admin, 999999, 'ghost@example.com'), 404, 'USER_NOT_FOUND', 'add to unknown user')
   const still = await app.db.selectFrom('emails').select('address').where('id', '=', bEmail.id).executeTakeFirstOrThrow()
   t.equal(still.address, 'b2@example.com')

@@ -45,7 +45,7 @@ async function proxiedDatabase(t: Test) {
   const db = await freshDatabase()
   t.teardown(db.drop)
   const proxy = await mysqlProxy()
-  t.teardown(proxy.close)
+  t.teardown(() => proxy.close())
   const url = new URL(db.url)
   url.host = `127.0.0.1:${proxy.port}`
   return { url: url.toString(), proxy }
@@ -180,8 +180,8 @@ t.test('at info level the buffered access log is complete when the service stops
 
 t.test('batched log lines reach stdout however the process ends', async (t) => {
   const script = (ending: string) => [
-    `import { LogBatch } from ${JSON.stringify(join(root, 'src/http/log-batch.ts'))}`,
-    'const out = new LogBatch(4096, 1000)',
+    `import { stdoutDestination } from ${JSON.stringify(join(root, 'src/logging/destination.ts'))}`,
+    'const out = stdoutDestination()',
     'for (let i = 1; i <= 300; i++) out.write(`{"line":${i},"pad":"${"x".repeat(40)}"}\\n`)', // three batches and a part
     ending
   ].join('\n')
@@ -211,7 +211,7 @@ t.test('the deadlines of a slow client', { jobs: 2 }, async (t) => {
     const started = Date.now()
     const socket = net.connect(port, '127.0.0.1', () => socket.write('GET /health/live HTTP/1.1\r\nHost: roster\r\n'))
     let received = ''
-    socket.on('data', (d) => { received += d })
+    socket.on('data', (d: Buffer) => { received += d.toString() })
     const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now() - started)))
     t.equal((await fetch(`http://127.0.0.1:${port}/health/live`)).status, 200, 'the service answers others meanwhile')
     const closedAfter = await closed
@@ -230,7 +230,7 @@ t.test('the deadlines of a slow client', { jobs: 2 }, async (t) => {
         socket.write(`POST /users HTTP/1.1\r\nHost: x\r\nContent-Type: ${contentType}\r\nContent-Length: 1000\r\n\r\n{`)
       })
       const timer = setInterval(() => socket.write(' '), 1000)
-      socket.on('data', (d) => { answer += d })
+      socket.on('data', (d: Buffer) => { answer += d.toString() })
       socket.on('close', () => { clearInterval(timer); resolve({ answer, ms: Date.now() - started }) })
       socket.on('error', () => {})
     })
@@ -249,7 +249,7 @@ t.test('malformed HTTP is answered as problem+json too', async (t) => {
   const raw = (request: string) => new Promise<string>((resolve) => {
     let answer = ''
     const socket = net.connect(port, '127.0.0.1', () => socket.write(request))
-    socket.on('data', (d) => { answer += d })
+    socket.on('data', (d: Buffer) => { answer += d.toString() })
     socket.on('close', () => resolve(answer))
     socket.on('error', () => resolve(answer))
   })

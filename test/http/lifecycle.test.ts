@@ -1,12 +1,14 @@
 import t from 'tap'
-import { LIFECYCLE, PHASES } from '../../src/http/lifecycle.js'
+import { PHASES } from '../../src/http/lifecycle.js'
+import { routeSteps } from '../../src/steps.js'
 import { assertProblem, build, newUser, sharedDatabase } from '../helpers.js'
 
-// The order of the per-route steps is declared once (src/http/lifecycle.ts). These tests fail when it changes,
+// The order of the per-route steps is declared once (src/steps.ts). These tests fail when it changes,
 // whether by an edit to the list or by a step installed some other way.
 
 t.test('the declared order of the steps, each in a phase no earlier than the one before', async (t) => {
-  t.same(LIFECYCLE.map((s) => s.step), [
+  const LIFECYCLE = routeSteps(await build(t))
+  t.same(LIFECYCLE.map((s) => s.name), [
     'authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize', 'idempotency', 'conditional-get', 'idempotency-record'
   ])
   const phases = LIFECYCLE.map((s) => PHASES.indexOf(s.phase))
@@ -24,8 +26,9 @@ t.test('each route gets the steps it needs, in the declared order', async (t) =>
   t.same(plan('POST', '/users/:user_id/emails'), ['authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize', 'idempotency', 'idempotency-record'])
   t.same(plan('DELETE', '/users/:user_id/emails/:email_id'), ['authenticate', 'rate-limit', 'canonical-ids', 'multipart', 'authorize'])
   t.same(plan('GET', '/health/live'), ['authenticate', 'conditional-get'], 'health checks are never rate limited')
+  const LIFECYCLE = routeSteps(app)
   for (const p of app.routePlans) {
-    const order = p.steps.map((s) => LIFECYCLE.findIndex((l) => l.step === s))
+    const order = p.steps.map((s) => LIFECYCLE.findIndex((l) => l.name === s))
     t.same(order, [...order].sort((a, b) => a - b), `${p.method} ${p.url} follows the declared order`)
   }
 })

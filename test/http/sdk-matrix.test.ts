@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
@@ -53,6 +53,30 @@ function inputsDigest(document: string): string {
   return digest.digest('hex')
 }
 const STAMP = join(out, 'checked.sha256')
+const LOCK = join(sdk, '.generating')
+
+/**
+ * Runs fn with test/sdk/out to itself: the two legs run side by side, and one generating while the other clears the
+ * output would break both. The second to come waits, then finds the first's stamp. A lock left by a killed run is
+ * taken over after ten minutes.
+ */
+async function exclusively<T>(fn: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      mkdirSync(LOCK)
+      break
+    } catch {
+      const age = existsSync(LOCK) ? Date.now() - statSync(LOCK).mtimeMs : 0
+      if (age > 600_000) rmSync(LOCK, { recursive: true, force: true })
+      await new Promise((resolve) => setTimeout(resolve, 500))
+    }
+  }
+  try {
+    return await fn()
+  } finally {
+    rmSync(LOCK, { recursive: true, force: true })
+  }
+}
 
 /** Generates every client from the document, compiles them with their flows, lints the document: whether all passed. */
 async function generateAndCheck(t: Test, document: string, digest: string): Promise<boolean> {
@@ -85,10 +109,13 @@ t.test('every SDK generator generates, compiles strictly and drives the service;
   const app = await build(t)
   const address = await app.listen({ port: 0, host: '127.0.0.1' })
   const document = (await app.inject('/openapi.json')).body
-  const digest = inputsDigest(document)
-  if (existsSync(STAMP) && readFileSync(STAMP, 'utf8') === digest) {
+  const checked = await exclusively(async () => {
+    const digest = inputsDigest(document)
+    if (!existsSync(STAMP) || readFileSync(STAMP, 'utf8') !== digest) return generateAndCheck(t, document, digest)
     t.pass('generated, compiled and linted from this same document with these same tools by an earlier run')
-  } else if (!(await generateAndCheck(t, document, digest))) return
+    return true
+  })
+  if (!checked) return
 
   for (const name of Object.keys(GENERATORS)) {
     const ran = await inSdk(process.execPath, ['--import', 'tsx', 'run-flow.ts', name, address])

@@ -1,12 +1,14 @@
+import { hostname } from 'node:os'
 import t from 'tap'
 import pino from 'pino'
-import { accessLineRenderer, loggedUrl } from '../../src/http/access-log.js'
+import { accessLineRenderer, loggedUrl } from '../../src/logging/access-log.js'
 import { build, login, ADMIN } from '../helpers.js'
 
 t.test('the hand-built access line is the line pino would write, field for field and in order', async (t) => {
   const written: string[] = []
-  const logger = pino({ level: 'info', redact: { paths: ['req.headers.authorization'], censor: '[redacted]' } }, { write: (l: string) => { written.push(l) } })
-  const render = accessLineRenderer(logger)
+  const base = { pid: process.pid, hostname: hostname() }
+  const logger = pino({ level: 'info', base, redact: { paths: ['req.headers.authorization'], censor: '[redacted]' } }, { write: (l: string) => { written.push(l) } })
+  const render = accessLineRenderer(base)
   const cases: Array<[string, string, number, number]> = [
     ['GET', '/users/42', 200, 1.5],
     ['PUT', '/users/42/name?x="quoted"&y=\\back\u2028', 412, 0],

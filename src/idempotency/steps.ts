@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { invalidField } from '../common/errors.js'
-import type { IdempotencyKeys } from '../idempotency/service.js'
-import type { RouteStep } from './lifecycle.js'
+import type { IdempotencyKeys } from './service.js'
+import type { RouteStep } from '../http/lifecycle.js'
 
 /** A key as clients send them (a UUID, usually): printable ASCII without spaces, 1 to 255 characters. */
 const KEY = /^[\x21-\x7e]{1,255}$/
@@ -18,7 +18,7 @@ const header = (reply: FastifyReply, name: string): string | null => {
  * the first request with that key answered (`Idempotent-Replayed: true`), or is refused (409 while the first runs,
  * 422 for another request under the same key). Requests without the header run as ever.
  */
-export function idempotencyStep(keys: IdempotencyKeys): RouteStep {
+export function idempotencyStep(keys: IdempotencyKeys): RouteStep<'preHandler'> {
   return (route) => {
     if (!route.config?.idempotent) return undefined
     return async (request: FastifyRequest, reply: FastifyReply) => {
@@ -46,7 +46,7 @@ export function idempotencyStep(keys: IdempotencyKeys): RouteStep {
 }
 
 /** Keeps the answer of a request that took a key (onSend: the body as sent), before it goes out. */
-export function idempotencyRecordStep(keys: IdempotencyKeys): RouteStep {
+export function idempotencyRecordStep(keys: IdempotencyKeys): RouteStep<'onSend'> {
   return (route) => {
     if (!route.config?.idempotent) return undefined
     return async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
@@ -59,7 +59,7 @@ export function idempotencyRecordStep(keys: IdempotencyKeys): RouteStep {
           contentType: header(reply, 'content-type'),
           location: header(reply, 'location'),
           etag: header(reply, 'etag'),
-          body: typeof payload === 'string' ? payload : payload == null ? '' : String(payload)
+          body: typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : ''
         })
       } catch (err) {
         // The answer still goes out; a retry within the abandonment delay gets 409, after it runs again.

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { RateLimited } from '../common/errors.js'
-import type { Hit, WindowCounter } from '../limits/counters.js'
-import type { RouteStep } from './lifecycle.js'
+import type { RouteStep } from '../http/lifecycle.js'
+import type { WindowCounter } from './counters.js'
 
 export interface RateLimitOptions {
   counter: WindowCounter
@@ -12,46 +12,37 @@ export interface RateLimitOptions {
 /**
  * The general rate limit: `max` requests per caller (the user once authenticated, else the client address) per
  * window. The client address is the socket's unless TRUST_PROXY names the proxy, so a forged X-Forwarded-For picks
- * no fresh bucket. With memory counters a request passes synchronously; with Redis it waits for one round trip, and
- * an unreachable Redis lets requests through.
+ * no fresh bucket. With Redis a request waits for one round trip, and an unreachable Redis lets requests through.
  */
 export function rateLimiter(options: RateLimitOptions) {
   const windowMs = options.windowSeconds * 1000
   const detail = `Too many requests: at most ${options.max} per ${options.windowSeconds} s`
-  const verdict = (hit: Hit) => (hit.count > options.max ? new RateLimited(detail, hit.ttlMs) : undefined)
   // IETF httpapi RateLimit headers: the policy (quota q per window w seconds), and what is left of it (r) and for
   // how long (t), so that a client slows down before it meets a 429.
   const policy = `"default";q=${options.max};w=${options.windowSeconds}`
-  const tell = (reply: FastifyReply, hit: Hit) => {
-    reply.header('ratelimit-policy', policy)
-    reply.header('ratelimit', `"default";r=${Math.max(0, options.max - hit.count)};t=${Math.max(1, Math.ceil(hit.ttlMs / 1000))}`)
-  }
 
   /** Counts one request against a key: the error to answer with when that key is over the limit. */
-  const count = (key: string, request: FastifyRequest, reply: FastifyReply): RateLimited | undefined | Promise<RateLimited | undefined> => {
-    const hit = options.counter.hit(key, windowMs)
-    if (!(hit instanceof Promise)) {
-      tell(reply, hit)
-      return verdict(hit)
-    }
-    return hit.then((h) => {
-      tell(reply, h)
-      return verdict(h)
-    }, (err: unknown) => {
+  const count = async (key: string, request: FastifyRequest, reply: FastifyReply): Promise<RateLimited | undefined> => {
+    let hit
+    try {
+      hit = await options.counter.hit(key, windowMs)
+    } catch (err) {
       request.log.warn({ err }, 'rate limit: the shared counter failed; request let through')
       return undefined
-    })
+    }
+    reply.header('ratelimit-policy', policy)
+    reply.header('ratelimit', `"default";r=${Math.max(0, options.max - hit.count)};t=${Math.max(1, Math.ceil(hit.ttlMs / 1000))}`)
+    return hit.count > options.max ? new RateLimited(detail, hit.ttlMs) : undefined
   }
 
-  const limit = (request: FastifyRequest, reply: FastifyReply, done: (err?: Error) => void) => {
-    const answer = count(request.caller ? `u${request.caller.id}` : `a${request.client}`, request, reply)
-    if (answer instanceof Promise) void answer.then(done)
-    else done(answer)
+  const limit = async (request: FastifyRequest, reply: FastifyReply) => {
+    const refused = await count(request.caller ? `u${request.caller.id}` : `a${request.client}`, request, reply)
+    if (refused) throw refused
   }
 
   return {
     /** The rate-limit step (after authentication, before validation), for every route but the health checks. */
-    step: ((route) => (route.url.startsWith('/health/') ? undefined : limit)) satisfies RouteStep,
+    step: ((route) => (route.url.startsWith('/health/') ? undefined : limit)) satisfies RouteStep<'onRequest'>,
     /**
      * A request refused at authentication never reaches the step: it counts against its address here, so a client
      * sending no token or bad ones is held to the limit of any anonymous caller.

@@ -1,12 +1,12 @@
 import type { EmailTokenPurpose } from '../../db/types.js'
-import { newToken } from '../auth/secrets.js'
-import type { Trx } from '../database/index.js'
-import { normalizeAddress } from '../common/text.js'
 import { RateLimited } from '../common/errors.js'
-import type { Limit, Throttle } from '../limits/throttle.js'
+import { foldedKey } from '../common/text.js'
+import type { Trx } from '../database/index.js'
+import type { Limit, Limits } from '../limits/limits.js'
 import { enqueueMail } from '../mail/repository.js'
 import { tokenLink } from '../mail/templates.js'
-import { insertEmailToken, purgeExpiredTokens } from './repository.js'
+import { insertEmailToken, purgeExpiredAddressTokens } from './address-tokens.js'
+import { newToken } from './secrets.js'
 
 export interface AddressMailOptions {
   verificationTtlSeconds: number
@@ -57,7 +57,7 @@ export interface MailSlot {
  *   another user (the address's owner signing up, say) is due; a new user's sign-up always mails.
  */
 export class AddressMail {
-  constructor(private readonly options: AddressMailOptions, private readonly throttle: Throttle, private readonly wake: () => void) {}
+  constructor(private readonly options: AddressMailOptions, private readonly limits: Limits, private readonly wake: () => void) {}
 
   /**
    * Counts a request that causes mail against its client's limit (`null`: an admin's request, not counted), together
@@ -68,7 +68,7 @@ export class AddressMail {
       key: `mail-client:${client}`, max: this.options.maxPerClient, windowMs: this.options.clientWindowSeconds * 1000,
       detail: 'Too many requests for mail from this client; try again later'
     }, ...others]
-    if (limits.length) await this.throttle.take(...limits)
+    if (limits.length) await this.limits.take(limits, 'counted')
   }
 
   /**
@@ -76,15 +76,15 @@ export class AddressMail {
    * is given back when the change fails or wrote no mail.
    */
   async withSlot<T>(userId: number, address: string, change: (slot: MailSlot) => Promise<T>): Promise<T> {
-    const key = `verify-addr:u${userId}:${normalizeAddress(address)}`
+    const key = this.slotKey(userId, address)
     let slot: MailSlot
     try {
-      await this.throttle.take({ key, max: 1, windowMs: this.options.resendSeconds * 1000, detail: '' })
+      await this.limits.take([{ key, max: 1, windowMs: this.options.resendSeconds * 1000, detail: '' }], 'counted')
       slot = { key, granted: true, waitMs: 0, used: false }
     } catch (err) {
       if (!(err instanceof RateLimited)) throw err
       // Refused: this attempt must not count, or a holder that fails could not give the slot back.
-      await this.throttle.release(key)
+      await this.limits.release(key)
       slot = { key, granted: false, waitMs: err.retryAfterSeconds * 1000, used: false }
     }
     let committed = false
@@ -93,7 +93,7 @@ export class AddressMail {
       committed = true
       return result
     } finally {
-      if (slot.granted && !(committed && slot.used)) await this.throttle.release(key)
+      if (slot.granted && !(committed && slot.used)) await this.limits.release(key)
     }
   }
 
@@ -102,7 +102,7 @@ export class AddressMail {
    * starts the address's interval all the same. Counted after the fact, so a store that fails only loses the count.
    */
   async sentWithoutSlot(userId: number, address: string): Promise<void> {
-    await this.throttle.take({ key: `verify-addr:u${userId}:${normalizeAddress(address)}`, max: 1, windowMs: this.options.resendSeconds * 1000, detail: '' })
+    await this.limits.take([{ key: this.slotKey(userId, address), max: 1, windowMs: this.options.resendSeconds * 1000, detail: '' }], 'counted')
       .catch(() => undefined)
   }
 
@@ -133,11 +133,16 @@ export class AddressMail {
     this.wake()
   }
 
+  /** The limit under which a user's address has its verification interval. */
+  private slotKey(userId: number, address: string): string {
+    return `verify-addr:u${userId}:${foldedKey(address)}`
+  }
+
   private async token(trx: Trx, email: MailedAddress, purpose: EmailTokenPurpose, now: number): Promise<number> {
     const { token, hash } = newToken()
     const ttl = purpose === 'verify' ? this.options.verificationTtlSeconds : this.options.resetTtlSeconds
     const expiresAt = now + ttl * 1000
-    await purgeExpiredTokens(trx, email.id, now)
+    await purgeExpiredAddressTokens(trx, email.id, now)
     await insertEmailToken(trx, { hash, purpose, emailId: email.id, userId: email.user_id, now, expiresAt })
     const data = { address: email.address, token, link: tokenLink(this.options.linkTemplate, token, purpose), expires_at: expiresAt }
     await enqueueMail(trx, purpose === 'verify' ? { kind: 'verify-address', to: email.address, data } : { kind: 'password-reset', to: email.address, data }, now)

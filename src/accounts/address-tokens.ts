@@ -1,0 +1,24 @@
+/* The single-use tokens mailed to an address (verification and reset): only their SHA-256 is stored. */
+import type { EmailTokenPurpose } from '../../db/types.js'
+import type { Trx } from '../database/index.js'
+
+export async function insertEmailToken(
+  trx: Trx, values: { hash: string; purpose: EmailTokenPurpose; emailId: number; userId: number; now: number; expiresAt: number }
+): Promise<void> {
+  await trx.insertInto('email_tokens').values({
+    token_hash: values.hash, purpose: values.purpose, email_id: values.emailId, user_id: values.userId,
+    created_at: values.now, expires_at: values.expiresAt
+  }).execute()
+}
+
+/** Drops an address's tokens (of one purpose, or all): they die when the address changes or is verified. */
+export async function deleteEmailTokens(trx: Trx, emailId: number, purpose?: EmailTokenPurpose): Promise<void> {
+  let q = trx.deleteFrom('email_tokens').where('email_id', '=', emailId)
+  if (purpose) q = q.where('purpose', '=', purpose)
+  await q.execute()
+}
+
+/** Drops an address's expired tokens, as a new one is issued, so that they cannot pile up. */
+export async function purgeExpiredAddressTokens(trx: Trx, emailId: number, now: number): Promise<void> {
+  await trx.deleteFrom('email_tokens').where('email_id', '=', emailId).where('expires_at', '<=', now).execute()
+}

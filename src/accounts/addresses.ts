@@ -1,0 +1,121 @@
+import { sql, type Selectable } from 'kysely'
+import type { EmailsTable } from '../../db/types.js'
+import { EmailTaken } from '../common/errors.js'
+import { foldedKey, sameMailbox } from '../common/text.js'
+import { isUniqueViolation } from '../database/errors.js'
+import type { Db, Trx } from '../database/index.js'
+import { locksRows } from '../database/transaction.js'
+import { lockUser, touchUser } from './users.js'
+
+export type EmailRow = Pick<Selectable<EmailsTable>, 'id' | 'user_id' | 'address' | 'primary_user_id' | 'version' | 'created_at' | 'verified_at'>
+
+/** One address of a user, by its id, or the user's primary one. */
+export type EmailTarget = { id: number } | 'primary'
+
+export const EMAIL_COLUMNS = ['id', 'user_id', 'address', 'primary_user_id', 'version', 'created_at', 'verified_at'] as const
+
+/** An address, reached only under its own user: another user's address id is simply not found. */
+export function findEmail(db: Db | Trx, userId: number, emailId: number): Promise<EmailRow | undefined> {
+  return db.selectFrom('emails').select(EMAIL_COLUMNS).where('id', '=', emailId).where('user_id', '=', userId).executeTakeFirst()
+}
+
+/** An address locked for the rest of the transaction (MySQL). */
+export function lockEmail(trx: Trx, userId: number, target: EmailTarget): Promise<EmailRow | undefined> {
+  let q = trx.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', '=', userId)
+  q = target === 'primary' ? q.where('primary_user_id', '=', userId) : q.where('id', '=', target.id)
+  if (locksRows(trx)) q = q.forUpdate()
+  return q.executeTakeFirst()
+}
+
+/** Runs a write that may hit the unique address index: the index decides races, its refusal is EMAIL_TAKEN. */
+export async function claiming<T>(address: string, write: Promise<T>): Promise<T> {
+  try {
+    return await write
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new EmailTaken(address)
+    throw err
+  }
+}
+
+/** Inserts an address, unverified unless `verified`; its id. EMAIL_TAKEN when any user has it. */
+export async function insertEmail(
+  trx: Trx, userId: number, address: string, primary: boolean, now: number, verified = false
+): Promise<number> {
+  const result = await claiming(address, trx.insertInto('emails').values({
+    user_id: userId,
+    address,
+    address_norm: foldedKey(address),
+    primary_user_id: primary ? userId : null,
+    version: 1,
+    created_at: now,
+    updated_at: now,
+    verified_at: verified ? now : null,
+    claimed_at: now
+  }).executeTakeFirstOrThrow())
+  return Number(result.insertId)
+}
+
+/** Marks an address verified (new version). */
+export async function markVerified(trx: Trx, emailId: number, now: number): Promise<void> {
+  await trx.updateTable('emails')
+    .set((eb) => ({ verified_at: now, version: eb('version', '+', 1), updated_at: now }))
+    .where('id', '=', emailId).execute()
+}
+
+export async function deleteEmailRow(trx: Trx, emailId: number): Promise<void> {
+  await trx.deleteFrom('emails').where('id', '=', emailId).execute()
+}
+
+export async function deleteUserEmails(trx: Trx, userId: number): Promise<void> {
+  await trx.deleteFrom('emails').where('user_id', '=', userId).execute()
+}
+
+/** Marks an address as its user's primary (the user must have none at that moment: the index is unique). */
+export async function markPrimary(trx: Trx, emailId: number, userId: number, now: number): Promise<void> {
+  await trx.updateTable('emails')
+    .set((eb) => ({ primary_user_id: userId, version: eb('version', '+', 1), updated_at: now }))
+    .where('id', '=', emailId).execute()
+}
+
+/**
+ * After a user's primary address went: its oldest verified remaining address (else its oldest, version 1's rule for
+ * a user with no verified address left) becomes primary, and the user's representation changes.
+ */
+export async function promoteOldest(trx: Trx, userId: number, now: number): Promise<void> {
+  const oldest = await trx.selectFrom('emails').select('id').where('user_id', '=', userId)
+    .orderBy(sql`case when verified_at is null then 1 else 0 end`).orderBy('created_at').orderBy('id').limit(1).executeTakeFirst()
+  if (oldest) await markPrimary(trx, oldest.id, userId, now)
+  await touchUser(trx, userId, now)
+}
+
+/** The address's row if it is an unverified claim set at or before `cutoff` (a stale claim), locked (MySQL). */
+async function findStaleClaim(trx: Trx, address: string, cutoff: number): Promise<EmailRow | undefined> {
+  let q = trx.selectFrom('emails').select(EMAIL_COLUMNS)
+    .where('address_norm', '=', foldedKey(address))
+    .where('verified_at', 'is', null).where('claimed_at', 'is not', null).where('claimed_at', '<=', cutoff)
+  if (locksRows(trx)) q = q.forUpdate()
+  return q.executeTakeFirst()
+}
+
+/**
+ * Runs a write that claims `address` for the user `claimant`. When the unique index refuses it because another user
+ * holds the address as a stale claim (set at or before `cutoff` and never verified), that claim is given up and the
+ * write is tried once more: an unverified claim cannot keep an address from its real owner for ever. The former
+ * holder loses the address; if it was its primary, its oldest remaining address (verified first) becomes primary.
+ */
+export async function claimingStale<T>(trx: Trx, address: string, claimant: number, cutoff: number, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write()
+  } catch (err) {
+    if (!(err instanceof EmailTaken)) throw err
+    const stale = await findStaleClaim(trx, address, cutoff)
+    if (!stale || stale.user_id === claimant) throw err
+    // The holder's user row first, then its address, in the order every address write takes them.
+    await lockUser(trx, stale.user_id)
+    const held = await lockEmail(trx, stale.user_id, { id: stale.id })
+    if (!held || held.verified_at !== null || !sameMailbox(held.address, address)) throw err
+    await deleteEmailRow(trx, held.id)
+    if (held.primary_user_id !== null) await promoteOldest(trx, held.user_id, Date.now())
+    return write()
+  }
+}

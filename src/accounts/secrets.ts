@@ -1,0 +1,61 @@
+import { createHash, randomBytes } from 'node:crypto'
+import { hash, verify } from '@node-rs/argon2'
+
+/** What one argon2id hash costs: memory in KiB and passes over it (one lane). */
+export interface HashCost {
+  memoryKib: number
+  passes: number
+}
+
+/** OWASP's argon2id parameters: 19 MiB, 2 passes, 1 lane (PASSWORD_HASH_MEMORY_KIB, PASSWORD_HASH_PASSES). */
+export const OWASP_COST: HashCost = { memoryKib: 19_456, passes: 2 }
+
+/** The least memory × passes of OWASP's equivalent argon2id settings (7 MiB and 5 passes): below it, a warning. */
+export const OWASP_LEAST_WORK = 7_168 * 5
+
+/**
+ * Password hashes (argon2id) at a configured cost. A stored hash names the cost it was made with, so a hash made at
+ * another cost still verifies.
+ */
+export class Passwords {
+  private readonly options
+  private dummy: Promise<string> | undefined
+
+  constructor(cost: HashCost = OWASP_COST) {
+    // algorithm 2 is Algorithm.Argon2id: a const enum, not importable here.
+    this.options = { algorithm: 2, memoryCost: cost.memoryKib, timeCost: cost.passes, parallelism: 1 }
+  }
+
+  hash(password: string): Promise<string> {
+    return hash(password, this.options)
+  }
+
+  /**
+   * Verifies a password against a stored hash, or against a fixed dummy hash when there is none,
+   * so that an unknown address costs the same time as a wrong password.
+   */
+  async verify(stored: string | undefined, password: string): Promise<boolean> {
+    this.dummy ??= this.hash(randomBytes(16).toString('hex'))
+    const target = stored ?? (await this.dummy)
+    const ok = await verify(target, password).catch(() => false)
+    return ok && stored !== undefined
+  }
+}
+
+/** A token as this service makes them (access, refresh and mailed tokens): 256 random bits, base64url. */
+const TOKEN_SHAPE = /^[A-Za-z0-9_-]{43}$/
+
+/** Whether a token presented has the shape of one this service makes: anything else is refused unread. */
+export function isTokenShaped(token: string): boolean {
+  return TOKEN_SHAPE.test(token)
+}
+
+/** A new opaque bearer token (256 random bits) and the SHA-256 under which it is stored. */
+export function newToken(): { token: string; hash: string } {
+  const token = randomBytes(32).toString('base64url')
+  return { token, hash: tokenHash(token) }
+}
+
+export function tokenHash(token: string): string {
+  return createHash('sha256').update(token).digest('hex')
+}

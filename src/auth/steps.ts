@@ -1,0 +1,68 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { tokenHash } from '../accounts/secrets.js'
+import { type DomainError, Forbidden, Unauthenticated } from '../common/errors.js'
+import type { RouteStep } from '../http/lifecycle.js'
+import type { Caller, FindCaller } from './caller.js'
+import { allows, AUTH_RULES, isAuthRule, type AuthRule } from './rules.js'
+
+export interface AuthenticateOptions {
+  /** The caller a token hash belongs to: one indexed query. */
+  findCaller: FindCaller
+  /** Routes under these prefixes are public without declaring it (routes added by third-party plugins). */
+  publicPrefixes: string[]
+  /** Runs when a request is refused at authentication: it may answer with an error of its own (a 429) instead. */
+  onRefusal?: (request: FastifyRequest, reply: FastifyReply) => Promise<DomainError | undefined>
+}
+
+function bearerToken(header: string | undefined): string | undefined {
+  if (!header) return undefined
+  const m = /^Bearer[ ]+([A-Za-z0-9\-._~+/]+=*)\s*$/i.exec(header)
+  return m?.[1]
+}
+
+/**
+ * The authenticate step: reads each route's rule once, when it is registered (and refuses to register a route
+ * without one), and looks the bearer token up on every request, before any body is read. A route that needs a
+ * caller refuses the rest: with onRefusal's answer (a 429) if it gives one, else 401.
+ */
+export function authenticateStep(options: AuthenticateOptions): RouteStep<'onRequest'> {
+  return (route) => {
+    const declared = route.config?.auth
+    const rule: AuthRule | undefined = declared ?? (options.publicPrefixes.some((p) => route.url.startsWith(p)) ? 'public' : undefined)
+    if (!isAuthRule(rule)) {
+      throw new Error(`Route ${String(route.method)} ${route.url} must declare config.auth (one of ${AUTH_RULES.join(', ')})`)
+    }
+    route.config = { ...route.config, auth: rule }
+    const isPublic = rule === 'public'
+    return async (request: FastifyRequest, reply: FastifyReply) => {
+      const token = bearerToken(request.headers.authorization)
+      const caller = token ? await options.findCaller(tokenHash(token)) : undefined
+      request.caller = caller ?? null
+      if (isPublic || caller) return
+      throw (await options.onRefusal?.(request, reply)) ??
+        new Unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined)
+    }
+  }
+}
+
+/** The authorize step: the route's rule against the caller and the `user_id` it names (validated by then). */
+export const authorizeStep: RouteStep<'preHandler'> = (route) => {
+  const rule = route.config?.auth
+  if (!rule || rule === 'public') return undefined
+  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+    const target = (request.params as { user_id?: number }).user_id
+    if (allows(rule, request.caller, target)) return done()
+    done(request.caller ? new Forbidden() : new Unauthenticated())
+  }
+}
+
+/** The client a request that causes mail counts against (AddressMail.allow): none for an admin's request. */
+export function mailingClient(request: FastifyRequest): string | null {
+  return request.caller?.role === 'admin' ? null : request.client
+}
+
+/** The authenticated caller of a route whose rule requires one (the authenticate step has refused everyone else). */
+export function callerOf(request: FastifyRequest): Caller {
+  if (!request.caller) throw new Unauthenticated()
+  return request.caller
+}

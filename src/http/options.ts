@@ -1,0 +1,47 @@
+import type { IncomingMessage } from 'node:http'
+import type { FastifyServerOptions } from 'fastify'
+import { LogController } from 'fastify'
+import type { Config } from '../../schemas/config.js'
+import { InvalidInput } from '../common/errors.js'
+import { clientError } from './client-errors.js'
+import { compilersFactory } from './compilers.js'
+import { answerTo, sendProblem } from './problems.js'
+
+const OVERRIDABLE = new Set(['PUT', 'DELETE'])
+
+/**
+ * `POST` with `X-HTTP-Method-Override: PUT|DELETE` is routed as that method, so the override reaches the real
+ * route with its own authorization and validation. Runs before routing, for real sockets and inject alike.
+ */
+function methodOverride(req: IncomingMessage): string {
+  const override = req.headers['x-http-method-override']
+  if (req.method === 'POST' && typeof override === 'string') {
+    const method = override.trim().toUpperCase()
+    if (OVERRIDABLE.has(method)) req.method = method
+  }
+  return req.url ?? '/'
+}
+
+/** The server's own options: limits, timeouts, routing and the answers to what never reaches a route. */
+export function serverOptions(config: Config): FastifyServerOptions {
+  return {
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+    schemaController: { compilersFactory },
+    bodyLimit: config.BODY_LIMIT,
+    trustProxy: config.TRUST_PROXY ?? false,
+    rewriteUrl: methodOverride,
+    requestTimeout: 15_000,
+    connectionTimeout: 10_000,
+    keepAliveTimeout: 10_000,
+    return503OnClosing: true,
+    // A percent-encoded address of 254 characters fits; longer path parameters are a 400 (below), as is a bad URL.
+    routerOptions: { maxParamLength: 1024 },
+    clientErrorHandler: clientError,
+    frameworkErrors: (error, _request, reply) => {
+      void sendProblem(reply, answerTo(new InvalidInput(error.message, [{ path: '', in: 'path', message: error.message }])))
+    },
+    // One log line per request (logging/access-log.ts), not Fastify's two.
+    logController: new LogController({ disableRequestLogging: true }),
+    forceCloseConnections: 'idle'
+  }
+}

@@ -1,0 +1,26 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { MailDeliverer, type DelivererOptions } from './deliverer.js'
+import { logTransport, smtpTransport } from './transports.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Delivers the mail outbox in the background while the app is ready. */
+    mail: MailDeliverer
+  }
+}
+
+/**
+ * Mail: written to the outbox by the services in their transactions, delivered in the background over SMTP_URL (or
+ * to the log when unset) from the moment the app is ready until it closes.
+ */
+async function mail(app: FastifyInstance, options: Partial<DelivererOptions>): Promise<void> {
+  const config = app.config
+  const transport = config.SMTP_URL ? smtpTransport(config.SMTP_URL, config.MAIL_FROM) : logTransport(app.log)
+  const deliverer = new MailDeliverer(app.db, transport, app.log, options)
+  app.decorate('mail', deliverer)
+  app.addHook('onReady', async () => deliverer.start())
+  app.addHook('preClose', async () => deliverer.stop())
+}
+
+export default fp(mail, { name: 'mail', dependencies: ['database'] })

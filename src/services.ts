@@ -1,0 +1,62 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { AddressMail } from './accounts/address-mail.js'
+import { OWASP_LEAST_WORK, Passwords } from './accounts/secrets.js'
+import { EmailsService } from './emails/service.js'
+import { SessionsService } from './sessions/service.js'
+import { UsersService } from './users/service.js'
+import { VerificationService } from './verification/service.js'
+
+export interface Services {
+  users: UsersService
+  emails: EmailsService
+  sessions: SessionsService
+  verification: VerificationService
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    services: Services
+  }
+}
+
+/**
+ * The least time a password reset request takes to answer: long enough to cover writing the token and its mail,
+ * so that the answer's timing does not tell whether the address belongs to anyone.
+ */
+const RESET_ANSWER_MS = 100
+
+/** The features' services (the rules), over the database, the limits and the mail outbox, as the routes call them. */
+async function services(app: FastifyInstance): Promise<void> {
+  const config = app.config
+  const { db, limits } = app
+  const claimSeconds = config.UNVERIFIED_CLAIM_SECONDS
+  const cost = { memoryKib: config.PASSWORD_HASH_MEMORY_KIB, passes: config.PASSWORD_HASH_PASSES }
+  if (cost.memoryKib * cost.passes < OWASP_LEAST_WORK) {
+    app.log.warn(cost, 'password hashes are cheaper than OWASP recommends (PASSWORD_HASH_MEMORY_KIB, PASSWORD_HASH_PASSES): for tests only')
+  }
+  const passwords = new Passwords(cost)
+  const addressMail = new AddressMail({
+    verificationTtlSeconds: config.VERIFICATION_TTL_SECONDS,
+    resetTtlSeconds: config.PASSWORD_RESET_TTL_SECONDS,
+    linkTemplate: config.APP_LINK_TEMPLATE,
+    resendSeconds: config.VERIFICATION_RESEND_SECONDS,
+    maxPerClient: config.MAIL_MAX_PER_CLIENT,
+    clientWindowSeconds: config.LOGIN_WINDOW_SECONDS
+  }, limits.events, () => app.mail.wake())
+  app.decorate('services', {
+    users: new UsersService(db, passwords, limits.guard, addressMail, { signupOpen: config.SIGNUP_OPEN, claimSeconds }),
+    emails: new EmailsService(db, addressMail, { maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL, claimSeconds }),
+    verification: new VerificationService(db, passwords, addressMail, limits.guard, {
+      resendSeconds: config.VERIFICATION_RESEND_SECONDS, resetAnswerMs: RESET_ANSWER_MS
+    }),
+    sessions: new SessionsService(db, passwords, limits.guard, {
+      accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
+      refreshTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
+      sessionMaxAgeSeconds: config.SESSION_MAX_AGE_SECONDS,
+      maxSessionsPerUser: config.MAX_SESSIONS_PER_USER
+    })
+  })
+}
+
+export default fp(services, { name: 'services', dependencies: ['database', 'limits', 'mail'] })
