@@ -7,7 +7,7 @@
 // Prints one line per test file as it finishes, the details of each failure, and ends with one line:
 // "N passed, N failed". The whole TAP stream of each leg is kept in .tap/<leg>.tap.
 import { spawn } from 'node:child_process'
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs'
 import { createConnection } from 'mysql2/promise'
 
 const mysqlUrl = process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306'
@@ -108,27 +108,41 @@ else if (requireMysql) {
   console.log(`# MySQL at ${mysqlUrl} is unreachable (${reachable.code ?? reachable.message}): skipping the MySQL leg`)
 }
 
-async function runLeg(leg) {
-  const res = await run('npx', ['--no-install', 'tap', '--reporter=tap', '--disable-coverage', '--allow-empty-coverage', ...extraArgs], leg.env,
-    (line) => { if (fileResult(line)) console.log(`# ${leg.name}: ${line.replace(/ # time=.*$/, '')}`) })
+const TAP = ['--no-install', 'tap', '--reporter=tap', '--disable-coverage', '--allow-empty-coverage']
+/** Measurements of time (test/timing/): run after the legs, one engine at a time, with nothing else running. */
+const TIMING = 'test/timing'
+const positional = extraArgs.filter((arg) => !arg.startsWith('-'))
+const timingToo = positional.length === 0 || positional.some((arg) => arg.startsWith(TIMING))
+
+async function runLeg(leg, args, label) {
+  const res = await run('npx', [...TAP, ...args], leg.env,
+    (line) => { if (fileResult(line)) console.log(`# ${label}: ${line.replace(/ # time=.*$/, '')}`) })
   mkdirSync('.tap', { recursive: true })
-  writeFileSync(`.tap/${leg.name}.tap`, res.out)
+  writeFileSync(`.tap/${label}.tap`, res.out)
   return res
 }
 
 console.log(`\n# ===== suite on ${legs.map((leg) => leg.name).join(' and ')} =====`)
-const results = await Promise.all(legs.map(runLeg))
-legs.forEach((leg, i) => {
-  const res = results[i]
+const runs = await Promise.all(legs.map((leg) => runLeg(leg, [`--exclude=${TIMING}/**`, '--exclude=**/fixtures/**', ...extraArgs], leg.name)))
+const labels = legs.map((leg) => leg.name)
+if (timingToo) {
+  console.log(`\n# ===== ${TIMING}, alone, on ${labels.join(' then ')} =====`)
+  for (const leg of legs) {
+    labels.push(`${leg.name}-timing`)
+    runs.push(await runLeg(leg, readdirSync(TIMING).filter((f) => f.endsWith('.test.ts')).map((f) => `${TIMING}/${f}`), `${leg.name}-timing`))
+  }
+}
+labels.forEach((label, i) => {
+  const res = runs[i]
   const c = count(res.out)
-  if (c.failed > 0 || res.code !== 0) console.log(`\n# failures on ${leg.name} (the whole TAP stream is in .tap/${leg.name}.tap):\n${failures(res.out)}\n`)
-  console.log(`# ${leg.name}: ${c.passed} passed, ${c.failed} failed`)
+  if (c.failed > 0 || res.code !== 0) console.log(`\n# failures on ${label} (the whole TAP stream is in .tap/${label}.tap):\n${failures(res.out)}\n`)
+  console.log(`# ${label}: ${c.passed} passed, ${c.failed} failed`)
   totals.passed += c.passed
   totals.failed += c.failed
-  if (!c.found || c.passed === 0) { exitCode = 1; totals.failed++; console.log(`# ${leg.name}: no test ran`) }
+  if (!c.found || c.passed === 0) { exitCode = 1; totals.failed++; console.log(`# ${label}: no test ran`) }
   if (res.code !== 0) {
     exitCode = 1
-    if (c.failed === 0) { totals.failed++; console.log(`# ${leg.name}: tap exited ${res.code}`) }
+    if (c.failed === 0) { totals.failed++; console.log(`# ${label}: tap exited ${res.code}`) }
   }
 })
 

@@ -59,7 +59,10 @@ export async function startBuilt(
     cwd: root,
     env: {
       PATH: process.env.PATH ?? '', PORT: String(port), HOST: '127.0.0.1', DATABASE_URL: url,
-      ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'warn', ...env
+      ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'warn',
+      // A host running both legs side by side can take seconds to answer a connection at start; the deadline's own
+      // behaviour is held by test/http/faults.test.ts.
+      DB_TIMEOUT_MS: '10000', ...env
     },
     stdio: ['ignore', 'pipe', 'pipe']
   })
@@ -159,3 +162,22 @@ export function rawExchange(port: number, send: (socket: net.Socket) => void, wa
 
 /** The status line's code of a raw answer (0 when none came). */
 export const statusOf = (answer: string): number => Number(/^HTTP\/1\.[01] (\d{3}) /.exec(answer)?.[1] ?? 0)
+
+/** A request to a running service, its JSON answer parsed. */
+export async function call(service: RunningService, method: string, path: string, options: { headers?: Record<string, string>; body?: unknown } = {}) {
+  const res = await fetch(`${service.base}${path}`, {
+    method,
+    headers: { ...(options.body === undefined ? {} : { 'content-type': 'application/json' }), ...options.headers },
+    body: options.body === undefined ? undefined : JSON.stringify(options.body)
+  })
+  const text = await res.text()
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) as Record<string, unknown> : {} }
+}
+
+/** A new user signed up and logged in through a running service. */
+export async function signUp(service: RunningService, email: string, headers: Record<string, string> = {}) {
+  const created = await call(service, 'POST', '/users', { headers, body: { name: 'Probe', email, password: 'password-123' } })
+  if (created.status !== 201) throw new Error(`sign-up: ${created.status} ${JSON.stringify(created.body)}`)
+  const login = await call(service, 'POST', '/auth/tokens', { headers, body: { email, password: 'password-123' } })
+  return { id: created.body.id as number, auth: { authorization: `Bearer ${String(login.body.token)}` } }
+}
