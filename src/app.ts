@@ -50,7 +50,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   // Every request, before routing: connections that must close, headers, the access line, the client, overload.
   await app.register(unreadBodies)
   await app.register(headers)
-  await app.register(accessLog, { sink: log.sink, base: log.base })
+  await app.register(accessLog)
   await app.register(clientAddress)
   await app.register(loadShedding)
   // Resources, and the answers to what goes wrong.
