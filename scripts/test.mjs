@@ -122,6 +122,10 @@ async function runLeg(leg, args, label) {
   return res
 }
 
+// tap builds its test class (its plugins) on first use, into node_modules: once, before two legs could race for it.
+const built = await run('npx', ['--no-install', 'tap', 'build'], {})
+if (built.code !== 0) { console.log('# tap build failed'); totals.failed++; exitCode = 1 }
+
 console.log(`\n# ===== suite on ${legs.map((leg) => leg.name).join(' and ')} =====`)
 const runs = await Promise.all(legs.map((leg) => runLeg(leg, [`--exclude=${TIMING}/**`, '--exclude=**/fixtures/**', ...extraArgs], leg.name)))
 const labels = legs.map((leg) => leg.name)
