@@ -6,6 +6,27 @@ import stylistic from '@stylistic/eslint-plugin'
 import { defineConfig } from 'eslint/config'
 import tseslint from 'typescript-eslint'
 
+// The floors of ARCHITECTURE.md, held: http/ knows no feature; accounts/ and auth/ sit beneath the features; a
+// feature never reaches into another's service or repository.
+const FEATURES = ['users', 'emails', 'sessions', 'verification', 'health', 'idempotency']
+const restrict = (group, message) => ({ 'no-restricted-imports': ['error', { patterns: [{ group, message }] }] })
+const layering = [
+  {
+    files: ['src/http/**/*.ts'],
+    rules: restrict(['../auth/*', '../accounts/*', '../limits/*', ...FEATURES.map((f) => `../${f}/*`)],
+      'src/http/ knows no feature: a step that needs one lives with it')
+  },
+  {
+    files: ['src/accounts/**/*.ts', 'src/auth/**/*.ts'],
+    rules: restrict(FEATURES.map((f) => `../${f}/*`), 'accounts/ and auth/ sit beneath the features')
+  },
+  ...FEATURES.map((feature) => ({
+    files: [`src/${feature}/**/*.ts`],
+    rules: restrict(FEATURES.filter((f) => f !== feature).flatMap((f) => [`../${f}/service*`, `../${f}/repository*`]),
+      'features share through src/accounts/ and src/auth/, never through each other\'s services or repositories')
+  }))
+]
+
 export default defineConfig(
   { ignores: ['dist/**', 'node_modules/**', 'test/sdk/**', 'test/client/**', 'data/**', '.tap/**', '.scratch/**', 'eslint.config.mjs'] },
   eslint.configs.recommended,
@@ -27,6 +48,7 @@ export default defineConfig(
       '@typescript-eslint/require-await': 'off'
     }
   },
+  ...layering,
   {
     // Tests, the benchmark and the cluster test read answers as a client does, as JSON of no declared type; tap
     // awaits the subtests it is given.

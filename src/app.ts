@@ -38,8 +38,8 @@ export interface BuildOptions {
 
 /**
  * Builds the Roster app (it does not listen): each concern a plugin that owns its resources and closes them with
- * the app, registered in the order requests and resources need them. A plugin names the plugins it depends on, so a
- * misordered line here fails at start, not at the first request.
+ * the app, registered in the order requests and resources need them. A plugin names the plugins it depends on, so
+ * most misordered lines fail at start; the routes come after `steps` and `bodies`, whose hooks they take.
  */
 export async function buildApp(config: Config, options: BuildOptions = {}) {
   const log = logging(config.LOG_LEVEL, options.logStream)

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { AddressMail } from './accounts/address-mail.js'
-import { OWASP_LEAST_WORK, Passwords } from './accounts/secrets.js'
+import { meetsOwasp, Passwords } from './accounts/secrets.js'
 import { EmailsService } from './emails/service.js'
 import { SessionsService } from './sessions/service.js'
 import { UsersService } from './users/service.js'
@@ -32,7 +32,7 @@ async function services(app: FastifyInstance): Promise<void> {
   const { db, limits } = app
   const claimSeconds = config.UNVERIFIED_CLAIM_SECONDS
   const cost = { memoryKib: config.PASSWORD_HASH_MEMORY_KIB, passes: config.PASSWORD_HASH_PASSES }
-  if (cost.memoryKib * cost.passes < OWASP_LEAST_WORK) {
+  if (!meetsOwasp(cost)) {
     app.log.warn(cost, 'password hashes are cheaper than OWASP recommends (PASSWORD_HASH_MEMORY_KIB, PASSWORD_HASH_PASSES): for tests only')
   }
   const passwords = new Passwords(cost)

@@ -10,8 +10,13 @@ export interface HashCost {
 /** OWASP's argon2id parameters: 19 MiB, 2 passes, 1 lane (PASSWORD_HASH_MEMORY_KIB, PASSWORD_HASH_PASSES). */
 export const OWASP_COST: HashCost = { memoryKib: 19_456, passes: 2 }
 
-/** The least memory × passes of OWASP's equivalent argon2id settings (7 MiB and 5 passes): below it, a warning. */
-export const OWASP_LEAST_WORK = 7_168 * 5
+/** OWASP's equivalent argon2id settings: for each number of passes, the least memory in KiB (5 passes and more: 7 MiB). */
+const OWASP_MEMORY_BY_PASSES = [47_104, 19_456, 12_288, 9_216, 7_168]
+
+/** Whether a cost is at least one of OWASP's equivalent settings (below it the service warns at start). */
+export function meetsOwasp(cost: HashCost): boolean {
+  return cost.memoryKib >= OWASP_MEMORY_BY_PASSES[Math.min(cost.passes, 5) - 1]!
+}
 
 /**
  * Password hashes (argon2id) at a configured cost. A stored hash names the cost it was made with, so a hash made at

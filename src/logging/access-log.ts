@@ -11,14 +11,14 @@ export function loggedUrl(url: string): string {
   return url.replace(/(\/users\/email\/)[^/?#]+/, '$1[redacted]').replace(/([?&]email=)[^&#]*/g, '$1[redacted]')
 }
 
+/** Whether the app's logger writes lines of `level`. */
+const enabled = (app: FastifyInstance, level: 'debug' | 'info') => (pino.levels.values[app.log.level] ?? Infinity) <= (pino.levels.values[level] ?? 0)
+
 /**
  * One access line per answered request (`onResponse`), at `info`, through the request's own logger (its `reqId`
  * bound): method, URL with addresses redacted, status and milliseconds. At `debug` and `trace` each request is also
  * logged as it arrives, so that an operator (and the shutdown test) sees what is in flight.
  */
-/** Whether the app's logger writes lines of `level`. */
-const enabled = (app: FastifyInstance, level: 'debug' | 'info') => (pino.levels.values[app.log.level] ?? Infinity) <= (pino.levels.values[level] ?? 0)
-
 async function accessLog(app: FastifyInstance): Promise<void> {
   if (enabled(app, 'debug')) {
     app.addHook('onRequest', (request, _reply, done) => {

@@ -32,42 +32,49 @@ function nonBlocking(fd: number): void {
  *
  * A sink that stops reading (a stuck log shipper) never stops the service: the pipe is non-blocking, at most
  * MAX_PENDING_CHARS wait for it, and past that lines are dropped and counted; once the sink reads again, one line
- * says how many were lost.
+ * says how many were lost. Once the app is closing, a full pipe is not waited for: what it does not take then is
+ * given up, so that a stuck sink cannot hold a shutdown.
  */
 export function stdoutDestination(fd = 1): LogSink & { close(): void } {
   nonBlocking(fd)
-  let exiting = false
+  let closing = false
   let dropped = 0
   const stream = new sonicBoom.SonicBoom({
     fd, sync: false, minLength: BATCH_CHARS, maxLength: MAX_PENDING_CHARS, periodicFlush: FLUSH_MS,
-    // A full pipe is tried again shortly; when the process exits, what it does not take now is given up.
-    retryEAGAIN: () => !exiting
+    // A full pipe is tried again shortly while the service runs; once it is closing, never.
+    retryEAGAIN: () => !closing
   })
-  // The sink is gone (EPIPE) or the exit's last write was refused: nothing more can be written, and nothing fails.
+  // The sink is gone (EPIPE) or refused a write while closing: nothing more can be written, and nothing fails.
   stream.on('error', () => {})
-  stream.on('drop', () => { dropped++ })
-  const report = setInterval(() => {
+  // A report refused in its turn gives its count back, so that the next one still says how many were lost.
+  let report: { line: string; count: number } | undefined
+  stream.on('drop', (data: unknown) => {
+    if (report && data === report.line) dropped += report.count
+    else dropped++
+  })
+  const reporter = setInterval(() => {
     if (dropped === 0) return
-    const line = `{"level":40,"time":${Date.now()},"msg":"log lines dropped: standard output was not being read","dropped":${dropped}}\n`
+    report = { line: `{"level":40,"time":${Date.now()},"msg":"log lines dropped: standard output was not being read","dropped":${dropped}}\n`, count: dropped }
     dropped = 0
-    stream.write(line)
+    stream.write(report.line)
+    report = undefined
   }, FLUSH_MS)
-  report.unref()
+  reporter.unref()
   const flushNow = () => {
+    closing = true
     try {
       stream.flushSync()
     } catch {
-      // Not ready, or refused at exit: what is gathered is lost, the process is not held.
+      // Refused while closing: what is gathered is lost, the process is not held.
     }
   }
-  const onExit = () => {
-    exiting = true
-    flushNow()
-  }
-  process.on('exit', onExit)
+  process.once('exit', flushNow)
   return {
     write: (line: string) => stream.write(line),
-    /** Writes what is gathered; later lines (a shutdown's last words) go out with the next flush or at exit. */
-    close: flushNow
+    /** Writes what is gathered, as far as the sink takes it now; later lines (a shutdown's last words) go out at exit. */
+    close: () => {
+      clearInterval(reporter)
+      flushNow()
+    }
   }
 }

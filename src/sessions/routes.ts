@@ -29,19 +29,7 @@ const sessions: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
   const service = app.services.sessions
 
-  await app.register(withMultipart(signIn))
-
-  app.delete('/auth/tokens/current', {
-    config: { auth: 'caller' },
-    schema: {
-      operationId: 'revokeCurrentToken', tags: authTags, summary: 'Log out: end the session of the calling token',
-      description: 'Its access and refresh tokens stop working at once.',
-      response: { 204: NoContent, ...problems([401, 'UNAUTHENTICATED']) }
-    }
-  }, async (request, reply) => {
-    await service.logout(callerOf(request))
-    return reply.code(204).send(null)
-  })
+  await app.register(withMultipart(tokens))
 
   app.get('/users/:user_id/sessions', {
     config: { auth: 'self-or-admin' },
@@ -94,8 +82,8 @@ const sessionWrites: FastifyPluginAsyncTypebox = async (writes) => {
   })
 }
 
-/** Logging in and refreshing: a POST that takes a body, in every encoding (multipart included). */
-const signIn: FastifyPluginAsyncTypebox = async (app) => {
+/** Logging in, refreshing and out: routes that may carry a body, in every encoding (multipart included). */
+const tokens: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
   const service = app.services.sessions
 
@@ -130,6 +118,18 @@ const signIn: FastifyPluginAsyncTypebox = async (app) => {
       session: presentSession(issued.session, base, issued.session.id),
       user: presentUser(issued.user, base)
     })
+  })
+
+  app.delete('/auth/tokens/current', {
+    config: { auth: 'caller' },
+    schema: {
+      operationId: 'revokeCurrentToken', tags: authTags, summary: 'Log out: end the session of the calling token',
+      description: 'Its access and refresh tokens stop working at once.',
+      response: { 204: NoContent, ...problems([401, 'UNAUTHENTICATED']) }
+    }
+  }, async (request, reply) => {
+    await service.logout(callerOf(request))
+    return reply.code(204).send(null)
   })
 }
 

@@ -91,6 +91,11 @@ t.test('DELETE /auth/tokens/current revokes only the calling token', async (t) =
   assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: user.headers }), 401, 'UNAUTHENTICATED', 'revoked')
   t.equal((await app.inject({ url: `/users/${user.id}`, headers: bearer(other) })).statusCode, 200, 'the other token lives')
   assertProblem(t, await app.inject({ method: 'DELETE', url: '/auth/tokens/current' }), 401, 'UNAUTHENTICATED', 'anonymous')
+  // A client that sends every request as multipart (a form library) logs out as well: the route takes that body.
+  const third = await login(app, user.email, user.password)
+  const body = multipart({ reason: 'done' })
+  const viaMultipart = await app.inject({ method: 'DELETE', url: '/auth/tokens/current', payload: body.payload, headers: { ...body.headers, ...bearer(third) } })
+  t.equal(viaMultipart.statusCode, 204, 'a multipart body is taken, as by every DELETE')
 })
 
 t.test('expired and malformed tokens are refused', async (t) => {
