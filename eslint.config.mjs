@@ -28,7 +28,7 @@ const layering = [
 ]
 
 export default defineConfig(
-  { ignores: ['dist/**', 'node_modules/**', 'test/sdk/**', 'test/client/**', 'data/**', '.tap/**', '.scratch/**', 'eslint.config.mjs'] },
+  { ignores: ['dist/**', 'node_modules/**', 'test/sdk/**', 'test/client/**', 'data/**', '.tap/**', 'eslint.config.mjs'] },
   eslint.configs.recommended,
   tseslint.configs.recommendedTypeChecked,
   {
