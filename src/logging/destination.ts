@@ -7,6 +7,8 @@ const BATCH_CHARS = 4096
 const FLUSH_MS = 1000
 /** Characters of log lines kept while the sink does not read; beyond, lines are dropped and counted. */
 const MAX_PENDING_CHARS = 1 << 20
+/** How long the app's close (and the process's exit) waits for a full pipe to take what is gathered. */
+const CLOSE_PATIENCE_MS = 2000
 
 /** Where log lines go: the logger's destination, or a test's stream. */
 export interface LogSink {
@@ -32,17 +34,17 @@ function nonBlocking(fd: number): void {
  *
  * A sink that stops reading (a stuck log shipper) never stops the service: the pipe is non-blocking, at most
  * MAX_PENDING_CHARS wait for it, and past that lines are dropped and counted; once the sink reads again, one line
- * says how many were lost. Once the app is closing, a full pipe is not waited for: what it does not take then is
- * given up, so that a stuck sink cannot hold a shutdown.
+ * says how many were lost. Once the app is closing, a full pipe is waited for CLOSE_PATIENCE_MS at most: a sink
+ * that reads takes what is gathered, and a stuck one cannot hold a shutdown.
  */
 export function stdoutDestination(fd = 1): LogSink & { close(): void } {
   nonBlocking(fd)
-  let closing = false
+  let giveUpAt = Infinity
   let dropped = 0
   const stream = new sonicBoom.SonicBoom({
     fd, sync: false, minLength: BATCH_CHARS, maxLength: MAX_PENDING_CHARS, periodicFlush: FLUSH_MS,
-    // A full pipe is tried again shortly while the service runs; once it is closing, never.
-    retryEAGAIN: () => !closing
+    // A full pipe is tried again shortly while the service runs; once it is closing, until its patience ends.
+    retryEAGAIN: () => Date.now() < giveUpAt
   })
   // The sink is gone (EPIPE) or refused a write while closing: nothing more can be written, and nothing fails.
   stream.on('error', () => {})
@@ -61,11 +63,11 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
   }, FLUSH_MS)
   reporter.unref()
   const flushNow = () => {
-    closing = true
+    giveUpAt = Math.min(giveUpAt, Date.now() + CLOSE_PATIENCE_MS)
     try {
       stream.flushSync()
     } catch {
-      // Refused while closing: what is gathered is lost, the process is not held.
+      // Still refused when the patience ended: what is gathered is lost, the process is not held.
     }
   }
   process.once('exit', flushNow)

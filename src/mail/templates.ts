@@ -22,7 +22,6 @@ const MailSchema = Type.Union([
 
 /** A mail as the outbox holds it before delivery. */
 export type Mail = Static<typeof MailSchema>
-export type MailKind = Mail['kind']
 
 /** A mail read back from the outbox, checked against what it must hold; undefined when it does not. */
 export function mailOf(kind: string, to: string, data: string): Mail | undefined {

@@ -7,13 +7,13 @@ import type { Test } from 'tap'
 import { ADMIN, ENGINE, freePort, sharedDatabase } from '../helpers.js'
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const entry = join(root, 'dist', 'src', 'server.js')
+export const entry = join(root, 'dist', 'src', 'server.js')
 
 /**
  * The Node options `npm start` runs the service with, read from package.json so that the black-box leg runs the
  * built service exactly as production does.
  */
-function startArgs(): string[] {
+export function startArgs(): string[] {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: { start: string } }
   const words = pkg.scripts.start.split(/\s+/)
   if (words[0] !== 'node' || words[words.length - 1] !== 'dist/src/server.js') throw new Error(`unexpected start script: ${pkg.scripts.start}`)
