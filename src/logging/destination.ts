@@ -37,7 +37,7 @@ function nonBlocking(fd: number): void {
  * says how many were lost. Once the app is closing, a full pipe is waited for CLOSE_PATIENCE_MS at most: a sink
  * that reads takes what is gathered, and a stuck one cannot hold a shutdown.
  */
-export function stdoutDestination(fd = 1): LogSink & { close(): void } {
+export function stdoutDestination(fd = 1): LogSink & { close(): Promise<void> } {
   nonBlocking(fd)
   let giveUpAt = Infinity
   let dropped = 0
@@ -73,10 +73,23 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
   process.once('exit', flushNow)
   return {
     write: (line: string) => stream.write(line),
-    /** Writes what is gathered, as far as the sink takes it now; later lines (a shutdown's last words) go out at exit. */
-    close: () => {
+    /**
+     * Writes what is gathered, a write in flight included, waiting for a full pipe CLOSE_PATIENCE_MS at most; later
+     * lines (a shutdown's last words) go out at exit.
+     */
+    close: () => new Promise<void>((resolve) => {
       clearInterval(reporter)
-      flushNow()
-    }
+      giveUpAt = Math.min(giveUpAt, Date.now() + CLOSE_PATIENCE_MS)
+      let finished = false
+      const finish = () => {
+        if (finished) return
+        finished = true
+        clearTimeout(patience)
+        flushNow()
+        resolve()
+      }
+      const patience = setTimeout(finish, CLOSE_PATIENCE_MS)
+      stream.flush(finish)
+    })
   }
 }
