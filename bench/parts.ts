@@ -38,7 +38,7 @@ export async function weighParts(sqliteFile: string, tokensFile: string): Promis
   // against the smallest batch that does the same (lines gathered in an array, one write per 4 KiB), both into
   // /dev/null, so that the system call is the same and what differs is the bookkeeping.
   const line = `{"level":30,"time":${Date.now()},"pid":${process.pid},"hostname":"${hostname()}","reqId":"req-1","method":"GET","url":"/users/42","statusCode":200,"ms":1.5,"msg":"request"}\n`
-  const boom = new sonicBoom.SonicBoom({ dest: '/dev/null', sync: false, minLength: 4096, maxLength: 1 << 20 })
+  const boom = new sonicBoom.SonicBoom({ dest: '/dev/null', sync: true, minLength: 4096, maxLength: 1 << 20 })
   await new Promise((resolve) => boom.once('ready', resolve))
   const fd = openSync('/dev/null', 'w')
   let batch: string[] = []

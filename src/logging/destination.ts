@@ -1,4 +1,4 @@
-import { fstatSync } from 'node:fs'
+import { fstatSync, writeSync } from 'node:fs'
 import { Socket } from 'node:net'
 import sonicBoom from 'sonic-boom'
 
@@ -7,7 +7,7 @@ const BATCH_CHARS = 4096
 const FLUSH_MS = 1000
 /** Characters of log lines kept while the sink does not read; beyond, lines are dropped and counted. */
 const MAX_PENDING_CHARS = 1 << 20
-/** How long the app's close (and the process's exit) waits for a full pipe to take what is gathered. */
+/** How long the app's close (and the process's exit) waits for a full pipe that takes nothing. */
 const CLOSE_PATIENCE_MS = 2000
 
 /** Where log lines go: the logger's destination, or a test's stream. */
@@ -30,23 +30,36 @@ function nonBlocking(fd: number): void {
  * Standard output as pino's own destination (sonic-boom) writes it: at `info` and above a busy service writes one
  * line per request, and a system call per line would cost one per request. Lines are gathered up to BATCH_CHARS
  * and written together, at least every FLUSH_MS, when the app closes and when the process exits (however it exits,
- * short of SIGKILL).
+ * short of SIGKILL). Writes are synchronous, as pino's are by default, so that none is ever in flight when the
+ * process exits; on a pipe they never block (see nonBlocking).
  *
- * A sink that stops reading (a stuck log shipper) never stops the service: the pipe is non-blocking, at most
- * MAX_PENDING_CHARS wait for it, and past that lines are dropped and counted; once the sink reads again, one line
- * says how many were lost. Once the app is closing, a full pipe is waited for CLOSE_PATIENCE_MS at most: a sink
- * that reads takes what is gathered, and a stuck one cannot hold a shutdown.
+ * A sink that stops reading (a stuck log shipper) never stops the service: a full pipe refuses at once, at most
+ * MAX_PENDING_CHARS wait for it, tried again with the next line and every FLUSH_MS, and past that lines are dropped
+ * and counted; once the sink reads again, one line says how many were lost. Once the app is closing, a sink that
+ * still takes lines is waited for, however slowly it reads (what waits is bounded by MAX_PENDING_CHARS); one that
+ * took nothing for CLOSE_PATIENCE_MS is given up on, so a stuck sink cannot hold a shutdown. What could not be
+ * written or reported then is said once on standard error.
  */
-export function stdoutDestination(fd = 1): LogSink & { close(): Promise<void> } {
+export function stdoutDestination(fd = 1): LogSink & { close(): void } {
   nonBlocking(fd)
-  let giveUpAt = Infinity
+  let closing = false
+  /** Until a closing sink is given up on: after that, nothing waits for it again. */
+  let patient = true
+  let giveUpAt = 0
+  /** Characters waiting for the sink at its last refusal: fewer than the time before means it reads. */
+  let waiting = Infinity
   let dropped = 0
   const stream = new sonicBoom.SonicBoom({
-    fd, sync: false, minLength: BATCH_CHARS, maxLength: MAX_PENDING_CHARS, periodicFlush: FLUSH_MS,
-    // A full pipe is tried again shortly while the service runs; once it is closing, until its patience ends.
-    retryEAGAIN: () => Date.now() < giveUpAt
+    fd, sync: true, minLength: BATCH_CHARS, maxLength: MAX_PENDING_CHARS, periodicFlush: FLUSH_MS,
+    // While the service runs, a full pipe is tried again later, never waited for; once it closes, while the sink reads.
+    retryEAGAIN: (_error: Error, writing: number, rest: number) => {
+      if (!closing) return false
+      if (patient && writing + rest < waiting) giveUpAt = Date.now() + CLOSE_PATIENCE_MS
+      waiting = writing + rest
+      return Date.now() < giveUpAt
+    }
   })
-  // The sink is gone (EPIPE) or refused a write while closing: nothing more can be written, and nothing fails.
+  // A full pipe while running, the sink gone (EPIPE), or a refusal while closing: nothing fails, what waits stays.
   stream.on('error', () => {})
   // A report refused in its turn gives its count back, so that the next one still says how many were lost.
   let report: { line: string; count: number } | undefined
@@ -54,42 +67,43 @@ export function stdoutDestination(fd = 1): LogSink & { close(): Promise<void> } 
     if (report && data === report.line) dropped += report.count
     else dropped++
   })
-  const reporter = setInterval(() => {
+  const reportDrops = () => {
     if (dropped === 0) return
     report = { line: `{"level":40,"time":${Date.now()},"msg":"log lines dropped: standard output was not being read","dropped":${dropped}}\n`, count: dropped }
     dropped = 0
     stream.write(report.line)
     report = undefined
-  }, FLUSH_MS)
+  }
+  const reporter = setInterval(reportDrops, FLUSH_MS)
   reporter.unref()
-  const flushNow = () => {
-    giveUpAt = Math.min(giveUpAt, Date.now() + CLOSE_PATIENCE_MS)
+  /**
+   * Reports what was dropped and writes what is gathered, when the app closes; again at exit, for later lines (a
+   * shutdown's last words), then saying on standard error what was lost.
+   */
+  const flushNow = (exiting: boolean) => {
+    if (!closing) {
+      closing = true
+      clearInterval(reporter)
+      reportDrops()
+    }
+    waiting = Infinity
+    let unwritten = 0
     try {
       stream.flushSync()
     } catch {
-      // Still refused when the patience ended: what is gathered is lost, the process is not held.
+      // Refused for CLOSE_PATIENCE_MS on end: what is gathered is lost, the process is not held.
+      patient = false
+      unwritten = waiting
     }
+    if (!exiting || (unwritten === 0 && dropped === 0)) return
+    try {
+      writeSync(2, `{"level":40,"time":${Date.now()},"msg":"log lines lost at shutdown: standard output did not take them",` +
+        `"dropped":${dropped},"unwrittenChars":${unwritten}}\n`)
+    } catch {
+      // Standard error is gone too: there is nowhere left to say it.
+    }
+    dropped = 0
   }
-  process.once('exit', flushNow)
-  return {
-    write: (line: string) => stream.write(line),
-    /**
-     * Writes what is gathered, a write in flight included, waiting for a full pipe CLOSE_PATIENCE_MS at most; later
-     * lines (a shutdown's last words) go out at exit.
-     */
-    close: () => new Promise<void>((resolve) => {
-      clearInterval(reporter)
-      giveUpAt = Math.min(giveUpAt, Date.now() + CLOSE_PATIENCE_MS)
-      let finished = false
-      const finish = () => {
-        if (finished) return
-        finished = true
-        clearTimeout(patience)
-        flushNow()
-        resolve()
-      }
-      const patience = setTimeout(finish, CLOSE_PATIENCE_MS)
-      stream.flush(finish)
-    })
-  }
+  process.once('exit', () => flushNow(true))
+  return { write: (line: string) => stream.write(line), close: () => flushNow(false) }
 }
