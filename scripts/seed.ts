@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util'
 import { sql, type Insertable } from 'kysely'
 import type { EmailsTable, RefreshTokensTable, SessionsTable, TokensTable, UsersTable } from '../db/types.js'
 import { loadConfig } from '../src/config.js'
-import { createDatabase, migrateToLatest } from '../src/database/index.js'
+import { createDatabase } from '../src/database/index.js'
 import { newToken, Passwords } from '../src/accounts/secrets.js'
 import { foldedKey } from '../src/common/text.js'
 
@@ -35,13 +35,13 @@ export interface SeededUser { id: number; token: string; refresh: string; email:
 export async function seed(options: SeedOptions): Promise<{ users: number; emails: number; ms: number }> {
   const log = options.log ?? (() => {})
   const started = Date.now()
-  const { db, dialect } = createDatabase({ url: options.url, poolSize: 4 })
+  const { db, dialect, migrate } = createDatabase({ url: options.url, poolSize: 4 })
   await mkdir(dirname(options.tokensFile), { recursive: true })
   const INSERT_ROWS = 2000
   const out = createWriteStream(options.tokensFile)
   let emails = 0
   try {
-    await migrateToLatest(db)
+    await migrate()
     const passwordHash = await new Passwords().hash(options.password)
     const max = await db.selectFrom('users').select((eb) => eb.fn.max('id').as('m')).executeTakeFirst()
     let nextId = Number(max?.m ?? 0) + 1

@@ -27,6 +27,8 @@ export interface OpenDatabase {
   db: Db
   dialect: DialectName
   read: DirectRead
+  /** Applies every pending migration (see migrateToLatest), its statements not bound by the request deadline. */
+  migrate: () => Promise<string[]>
 }
 
 export interface DatabaseOptions {
@@ -46,6 +48,13 @@ export interface DatabaseOptions {
  * and MySQL 8, and Galera's requirement). SQLite has a single writer and no such setting.
  */
 const READ_COMMITTED = 'set session transaction isolation level read committed'
+
+/**
+ * The deadline of one migration statement on MySQL. A migration is not request traffic: DDL on a big table takes as
+ * long as it takes, and another instance's migration holds the lock (Kysely waits up to an hour for it). Only a
+ * server that answers nothing for this long fails the start.
+ */
+const MIGRATION_STATEMENT_MS = 60 * 60 * 1000
 
 /** Prepared statements each MySQL connection keeps (least recently used closed first). */
 const MAX_PREPARED_STATEMENTS = 128
@@ -81,7 +90,10 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
     pool.on('connection', (connection) => { connection.query(READ_COMMITTED) })
     const timeoutMs = options.timeoutMs ?? 2000
     const read: DirectRead = (text, parameters) => readRows(pool, timeoutMs, text, parameters)
-    return { db: new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool, timeoutMs) }), dialect: 'mysql', read }
+    // Over the same pool, never destroyed itself: the pool ends with `db`.
+    const migrating = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool, MIGRATION_STATEMENT_MS) })
+    const db = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool, timeoutMs) })
+    return { db, dialect: 'mysql', read, migrate: () => migrateToLatest(migrating) }
   }
   const file = sqlitePath(url)
   if (file !== ':memory:') {
@@ -101,7 +113,7 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
     if (sqlite.inTransaction || !sqlite.open) return (await db.executeQuery(CompiledQuery.raw(text, [...parameters]))).rows as Rows
     return statements.prepare(text).all(parameters) as Rows
   }
-  return { db, dialect: 'sqlite', read }
+  return { db, dialect: 'sqlite', read, migrate: () => migrateToLatest(db) }
 }
 
 /** Applies every pending migration; throws with the failing migration's error. */

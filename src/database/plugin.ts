@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
-import { createDatabase, migrateToLatest } from './index.js'
+import { createDatabase } from './index.js'
 
 /**
  * The database, owned by the app: opened from DATABASE_URL (the embedded SQLite file when unset), migrated when
@@ -8,7 +8,7 @@ import { createDatabase, migrateToLatest } from './index.js'
  */
 async function database(app: FastifyInstance): Promise<void> {
   const config = app.config
-  const { db, dialect, read } = createDatabase({
+  const { db, dialect, read, migrate } = createDatabase({
     url: config.DATABASE_URL, poolSize: config.DB_POOL_SIZE, queueLimit: config.DB_QUEUE_LIMIT, timeoutMs: config.DB_TIMEOUT_MS
   })
   app.decorate('db', db)
@@ -16,7 +16,7 @@ async function database(app: FastifyInstance): Promise<void> {
   app.decorate('read', read)
   app.addHook('onClose', async () => db.destroy())
   if (config.MIGRATE_ON_START) {
-    const applied = await migrateToLatest(db)
+    const applied = await migrate()
     if (applied.length) app.log.info({ applied, dialect }, 'database migrated')
   }
 }

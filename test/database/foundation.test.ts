@@ -1,7 +1,8 @@
 import SQLite from 'better-sqlite3'
 import t from 'tap'
 import { cachingStatements } from '../../src/database/sqlite.js'
-import { assertProblem, build, ENGINE } from '../helpers.js'
+import { createConnection } from 'mysql2/promise'
+import { assertProblem, build, ENGINE, freshDatabase } from '../helpers.js'
 
 t.test('health', async (t) => {
   const app = await build(t)
@@ -21,6 +22,24 @@ t.test('migrations create the tables on ' + ENGINE, async (t) => {
   }
   const admin = await app.db.selectFrom('users').select(['role', 'name']).executeTakeFirstOrThrow()
   t.equal(admin.role, 'admin', 'ADMIN_EMAIL created the first admin')
+})
+
+t.test('a migration at start is not bound by the request deadline', { skip: ENGINE !== 'mysql' && 'MySQL only' }, async (t) => {
+  // Another instance is migrating: it holds Kysely's migration lock for longer than a request may take.
+  const db = await freshDatabase()
+  t.teardown(db.drop)
+  const other = await createConnection(db.url)
+  t.teardown(() => other.end())
+  // The lock Kysely's MySQL adapter takes around migrations.
+  const lock = 'ea586330-2c93-47c8-908d-981d9d270f9d'
+  await other.query('select get_lock(?, 10)', [lock])
+  const released = new Promise((resolve) => setTimeout(resolve, 600)).then(() => other.query('select release_lock(?)', [lock]))
+  const started = Date.now()
+  const app = await build(t, { url: db.url, env: { DB_TIMEOUT_MS: '200' } })
+  await released
+  t.ok(Date.now() - started >= 500, `the start waited for the other migration (${Date.now() - started} ms)`)
+  const res = await app.inject({ method: 'GET', url: '/health/ready' })
+  t.equal(res.statusCode, 200, 'then migrated, and ready')
 })
 
 t.test('the database itself refuses two addresses that differ only by case', async (t) => {
