@@ -37,11 +37,15 @@ export const Problem = Type.Object(
     status: Type.Integer({ minimum: 400, maximum: 599 }),
     code: Type.Unsafe<ErrorCode>({ $ref: 'ErrorCode' }),
     detail: Type.Optional(Type.String()),
-    errors: Type.Optional(Type.Array(Type.Unsafe<FieldError>({ $ref: 'FieldError' })))
+    errors: Type.Optional(Type.Array(Type.Unsafe<FieldError>({ $ref: 'FieldError' }))),
+    request_id: Type.String({ description: 'The request\'s id, as its `X-Request-Id` answer header says: quote it when reporting a problem' })
   },
   {
     $id: 'Problem', description: 'RFC 9457 problem details; switch on `code`',
-    examples: [{ type: 'about:blank', title: 'Not Found', status: 404, code: 'USER_NOT_FOUND', detail: 'No user has id 42' }]
+    examples: [{
+      type: 'about:blank', title: 'Not Found', status: 404, code: 'USER_NOT_FOUND', detail: 'No user has id 42',
+      request_id: 'ios-7f3a9c2e:42'
+    }]
   }
 )
 export type Problem = Static<typeof Problem>

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { Problem } from '../../schemas/problem.js'
@@ -17,7 +18,9 @@ export function clientError(err: Error & { code?: string }, socket: Duplex): voi
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? [408, 'REQUEST_TIMEOUT', 'The request took too long to arrive']
         : [400, 'BAD_REQUEST', 'The request is not well-formed HTTP']
   const title = STATUS_CODES[status] ?? 'Error'
-  const body = JSON.stringify({ type: 'about:blank', title, status, code, detail } satisfies Problem)
+  // No request was parsed, so none of its headers is taken: the id is the service's own.
+  const id = randomUUID()
+  const body = JSON.stringify({ type: 'about:blank', title, status, code, detail, request_id: id } satisfies Problem)
   socket.end(`HTTP/1.1 ${status} ${title}\r\nConnection: close\r\nContent-Type: application/problem+json\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nX-Content-Type-Options: nosniff\r\n\r\n${body}`)
+    `Content-Length: ${Buffer.byteLength(body)}\r\nX-Content-Type-Options: nosniff\r\nX-Request-Id: ${id}\r\n\r\n${body}`)
 }

@@ -3,8 +3,8 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 
 /** What a browser's script may send, and read back. */
-const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'X-HTTP-Method-Override']
-const EXPOSED_HEADERS = ['ETag', 'Location', 'Link', 'Retry-After', 'RateLimit', 'RateLimit-Policy', 'WWW-Authenticate', 'Idempotent-Replayed']
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'X-HTTP-Method-Override', 'X-Request-Id']
+const EXPOSED_HEADERS = ['ETag', 'Location', 'Link', 'Retry-After', 'RateLimit', 'RateLimit-Policy', 'WWW-Authenticate', 'Idempotent-Replayed', 'X-Request-Id']
 
 /**
  * CORS for the origins of CORS_ORIGINS (a list, or `*`), preflight included; off when unset. Requests from other

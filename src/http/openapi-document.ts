@@ -38,6 +38,9 @@ const VERSIONED = new Set(['#/components/schemas/User', '#/components/schemas/Em
 /** Header parameters as HTTP writes them (route schemas must name them in lower case). */
 const HEADER_NAMES: Record<string, string> = { 'if-match': 'If-Match', 'idempotency-key': 'Idempotency-Key' }
 
+/** The request id the example problems carry (one a client sent, as a mobile app's trace id might be). */
+const EXAMPLE_REQUEST_ID = 'ios-7f3a9c2e:42'
+
 /** The example body of each error status: what a client most often meets there. */
 const EXAMPLES: Record<number, [string, string, string]> = {
   400: ['Bad Request', 'VALIDATION_FAILED', 'body /email must match format "email"'],
@@ -139,7 +142,7 @@ function completeResponse(method: string, code: number, response: Response, limi
   if (code === 201 && VERSIONED.has(ref)) headers.Location = header('Location')
   const problem = response.content?.['application/problem+json']
   const example = EXAMPLES[code]
-  if (problem && example) problem.example = { type: 'about:blank', title: example[0], status: code, code: example[1], detail: example[2] }
+  if (problem && example) problem.example = { type: 'about:blank', title: example[0], status: code, code: example[1], detail: example[2], request_id: EXAMPLE_REQUEST_ID }
   if (code === 200 && method === 'get' && /Collection$/.test(ref)) headers.Link = header('Link')
   if (code === 401 || code === 403) headers['WWW-Authenticate'] = header('WWWAuthenticate')
   if (limited) {

@@ -35,6 +35,10 @@ null; \`limit\` (1–200, default 50) sets the page size. Operations that page c
 Every error is \`application/problem+json\` (RFC 9457) with a machine-readable \`code\` (the \`ErrorCode\` enum);
 validation failures list each field in \`errors\`. Switch on \`code\`, not on the status or the text.
 
+## Request ids
+Every answer carries \`X-Request-Id\`: the one you sent, when it is 1–128 of \`A-Z a-z 0-9 . _ : -\`, otherwise the
+service's own. Problem bodies repeat it as \`request_id\`, and the service's log has it on every line.
+
 ## Retrying safely
 Send \`Idempotency-Key: <a UUID v4>\` on POSTs that create or send: a retry with the same key and body within 24
 hours gets the first answer again (\`Idempotent-Replayed: true\`) and nothing is done twice. Rate-limited answers

@@ -6,6 +6,7 @@ import { InvalidInput } from '../common/errors.js'
 import { clientError } from './client-errors.js'
 import { compilersFactory } from './compilers.js'
 import { answerTo, sendProblem } from './problems.js'
+import { requestId } from './request-id.js'
 
 const OVERRIDABLE = new Set(['PUT', 'DELETE'])
 
@@ -30,6 +31,8 @@ export function serverOptions(config: Config): FastifyServerOptions {
     bodyLimit: config.BODY_LIMIT,
     trustProxy: config.TRUST_PROXY ?? false,
     rewriteUrl: methodOverride,
+    // Every answer, log line and problem body of a request carries its id (request-id.ts, headers.ts).
+    genReqId: requestId,
     requestTimeout: 15_000,
     connectionTimeout: 10_000,
     keepAliveTimeout: 10_000,
@@ -40,8 +43,8 @@ export function serverOptions(config: Config): FastifyServerOptions {
     frameworkErrors: (error, _request, reply) => {
       void sendProblem(reply, answerTo(new InvalidInput(error.message, [{ path: '', in: 'path', message: error.message }])))
     },
-    // One log line per request (logging/access-log.ts), not Fastify's two.
-    logController: new LogController({ disableRequestLogging: true }),
+    // One log line per request (logging/access-log.ts), not Fastify's two; the request's id on each as `request_id`.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
     forceCloseConnections: 'idle'
   }
 }

@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http'
 import type { FastifyReply } from 'fastify'
 import type { Problem } from '../../schemas/problem.js'
+import { REQUEST_ID_HEADER } from './request-id.js'
 import {
   Conflict, type DomainError, Forbidden, InvalidInput, MethodNotAllowed, NotFound, PayloadTooLarge, RateLimited, RequestTimeout, Unauthenticated, Unavailable,
   Unprocessable, UnsupportedMediaType, VersionConflict
@@ -36,7 +37,8 @@ const ANSWERS: Array<[Kind, number, (err: DomainError) => Headers]> = [
 export interface Answer {
   status: number
   headers: Headers
-  problem: Problem
+  /** The body, but for the request's id, which sendProblem adds. */
+  problem: Omit<Problem, 'request_id'>
 }
 
 export const internal = (): Answer => ({
@@ -60,12 +62,16 @@ export function answerTo(err: DomainError, options: AnswerOptions = VERSION_1_AN
   const [kind, ownStatus, headers] = entry
   // The body's code stays FORBIDDEN (or the route's own code) either way; only the status moves.
   const status = kind === Forbidden ? options.forbiddenStatus : ownStatus
-  const problem: Problem = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, code: err.code, detail: err.message }
+  const problem: Answer['problem'] = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, code: err.code, detail: err.message }
   if (err instanceof InvalidInput && err.errors.length) problem.errors = err.errors
   return { status, headers: headers(err), problem }
 }
 
+/** Sends a problem answer, with the request's id in its body and (for an answer no hook saw) in its header. */
 export function sendProblem(reply: FastifyReply, answer: Answer): FastifyReply {
   for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value)
-  return reply.code(answer.status).type('application/problem+json').serializer(JSON.stringify).send(answer.problem)
+  const id = reply.request.id
+  reply.header(REQUEST_ID_HEADER, id)
+  const problem: Problem = { ...answer.problem, request_id: id }
+  return reply.code(answer.status).type('application/problem+json').serializer(JSON.stringify).send(problem)
 }

@@ -15,8 +15,9 @@ export function loggedUrl(url: string): string {
 const enabled = (app: FastifyInstance, level: 'debug' | 'info') => (pino.levels.values[app.log.level] ?? Infinity) <= (pino.levels.values[level] ?? 0)
 
 /**
- * One access line per answered request (`onResponse`), at `info`, through the request's own logger (its `reqId`
- * bound): method, URL with addresses redacted, status and milliseconds. At `debug` and `trace` each request is also
+ * One access line per answered request (`onResponse`), at `info`, through the request's own logger (its `request_id`
+ * bound): method, URL with addresses redacted, status, milliseconds, the client as every per-client limit keys it,
+ * and the caller's user id when it was authenticated. At `debug` and `trace` each request is also
  * logged as it arrives, so that an operator (and the shutdown test) sees what is in flight.
  */
 async function accessLog(app: FastifyInstance): Promise<void> {
@@ -28,7 +29,10 @@ async function accessLog(app: FastifyInstance): Promise<void> {
   }
   if (!enabled(app, 'info')) return
   app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-    request.log.info({ method: request.method, url: loggedUrl(request.url), statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request')
+    request.log.info({
+      method: request.method, url: loggedUrl(request.url), statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10,
+      client: request.client, user_id: request.caller?.id
+    }, 'request')
     done()
   })
 }

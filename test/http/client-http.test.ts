@@ -99,7 +99,7 @@ t.test('CORS is off by default; CORS_ORIGINS turns it on for those origins, pref
   t.equal(read.statusCode, 200)
   t.equal(read.headers['access-control-allow-origin'], 'http://localhost:5173')
   const exposed = String(read.headers['access-control-expose-headers'])
-  for (const name of ['ETag', 'Location', 'Link', 'Retry-After', 'RateLimit', 'RateLimit-Policy']) t.match(exposed, name, `${name} exposed`)
+  for (const name of ['ETag', 'Location', 'Link', 'Retry-After', 'RateLimit', 'RateLimit-Policy', 'X-Request-Id']) t.match(exposed, name, `${name} exposed`)
 
   const stranger = await app.inject({ url: `/users/${user.id}`, headers: { ...user.headers, origin: 'https://evil.example' } })
   t.notOk(stranger.headers['access-control-allow-origin'], 'another origin gets no CORS headers')

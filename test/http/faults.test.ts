@@ -187,6 +187,9 @@ t.test('malformed HTTP is answered as problem+json too', async (t) => {
     t.match(answer, /\r\nContent-Type: application\/problem\+json\r\n/i, `${name}: problem+json`)
     const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))
     t.match(body, { status, code, type: 'about:blank' }, `${name}: the contract's body`)
+    const header = /\r\nX-Request-Id: ([^\r]+)\r\n/i.exec(answer)?.[1]
+    t.match(header, /^[0-9a-f-]{36}$/, `${name}: an id of the service's own`)
+    t.equal(body.request_id, header, `${name}: the same id in the body`)
   }
 })
 

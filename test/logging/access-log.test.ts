@@ -10,6 +10,19 @@ t.test('a served request writes one access line, with the address redacted', asy
   t.equal(res.statusCode, 200)
   const access = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request')
   t.equal(access.length, 1, 'one line')
-  t.match(access[0], { level: 30, method: 'GET', url: '/users/email/[redacted]', statusCode: 200, reqId: String, pid: process.pid })
+  t.match(access[0], {
+    level: 30, method: 'GET', url: '/users/email/[redacted]', statusCode: 200, pid: process.pid,
+    request_id: res.headers['x-request-id'], client: '127.0.0.1', user_id: res.json<{ id: number }>().id
+  })
   t.notOk(lines.join('').includes(ADMIN.email), 'the address is in no line')
+})
+
+t.test('an anonymous request\'s access line has no user id', async (t) => {
+  const lines: string[] = []
+  const app = await build(t, { env: { LOG_LEVEL: 'info' }, logStream: { write: (l) => { lines.push(l) } } })
+  const res = await app.inject({ method: 'GET', url: '/users/1', remoteAddress: '2001:db8::7', headers: { 'x-request-id': 'lb-1234' } })
+  t.equal(res.statusCode, 401)
+  const access = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request')
+  t.match(access[0], { statusCode: 401, request_id: 'lb-1234', client: '2001:db8::/64' })
+  t.notOk('user_id' in access[0]!, 'no user id')
 })
