@@ -25,7 +25,8 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node
-EXPOSE 3000
+# The API, and the Prometheus metrics (METRICS_PORT), which only the scraper should reach.
+EXPOSE 3000 9464
 HEALTHCHECK --interval=30s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/health/live').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # The same flags as `npm start`: a bounded young generation and a bounded old-space limit keep the resident set
 # small under load (BENCHMARKS.md, "Memory").

@@ -8,7 +8,8 @@
 // server's CPU time per request and its peak RSS per scenario, Roster's scenario-1 throughput and p99 as ratios of
 // each baseline's, and the EXPLAIN of the collection queries. The `embedded` scenario does scenario 1 again on the
 // SQLite default (a file of its own, seeded alike) against a bare node:http + better-sqlite3 baseline, in
-// alternating rounds too. Writes everything to bench/results/latest.json.
+// alternating rounds too. The `metrics` scenario does scenario 1 with the metrics on (the default) and off
+// (METRICS_PORT=0), alternating. Writes everything to bench/results/latest.json.
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
@@ -31,7 +32,7 @@ const { values: args } = parseArgs({
     'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' },
     database: { type: 'string', default: 'roster_bench' },
     reuse: { type: 'boolean', default: false },
-    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,refresh,login,embedded' },
+    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,refresh,login,embedded,metrics' },
     'sqlite-file': { type: 'string', default: 'bench/results/roster_bench.sqlite' },
     'log-level': { type: 'string', default: 'info' },
     'node-options': { type: 'string', default: '' }
@@ -54,6 +55,7 @@ const BASELINE_PORT = 3302
 const PREPARED_BASELINE_PORT = 3303
 const EMBEDDED_ROSTER_PORT = 3304
 const EMBEDDED_BASELINE_PORT = 3305
+const METRICS_OFF_PORT = 3306
 const SQLITE_FILE = args['sqlite-file']
 const SQLITE_TOKENS = `${RESULTS}/tokens-embedded.jsonl`
 
@@ -76,14 +78,14 @@ async function prepareDatabase(): Promise<void> {
   log(`seeded ${result.users} users, ${result.emails} addresses in ${(result.ms / 1000).toFixed(1)} s`)
 }
 
-function startRoster(databaseUrl = DATABASE_URL, port = ROSTER_PORT): ChildProcess {
+function startRoster(databaseUrl = DATABASE_URL, port = ROSTER_PORT, env: Record<string, string> = {}): ChildProcess {
   return spawn(process.execPath, startCommand(), {
     env: {
       ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: args['log-level'],
       ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, DB_POOL_SIZE: '10', NODE_ENV: 'production',
       // The limiter runs (its cost is measured) but the load generator's few callers never reach it.
       RATE_LIMIT_MAX: '100000000', LOGIN_MAX_FAILURES_PER_CLIENT: '100000',
-      NODE_OPTIONS: args['node-options']
+      NODE_OPTIONS: args['node-options'], ...env
     },
     stdio: ['ignore', 'ignore', 'inherit']
   })
@@ -175,6 +177,27 @@ async function alternate<T extends string>(
 function ratiosOf<T extends string>(rounds: Array<Record<T, Measured>>, target: T, reference: T) {
   const perRound = rounds.map((r) => ({ throughput: r[target].rps / r[reference].rps, p99: r[target].p99 / Math.max(r[reference].p99, 1) }))
   return { throughput: median(perRound.map((r) => r.throughput)), p99: median(perRound.map((r) => r.p99)), rounds: perRound }
+}
+
+const METRICS_TARGETS = ['roster', 'roster-metrics-off'] as const
+type MetricsTarget = typeof METRICS_TARGETS[number]
+
+/**
+ * The cost of the metrics: the self-read on MySQL by Roster as it runs by default (metrics on, every answer timed)
+ * against the same build with METRICS_PORT=0, in alternating rounds.
+ */
+async function metricsOnOff(roster: { url: string; pid: number }, adminToken: string): Promise<Array<Record<MetricsTarget, Measured>>> {
+  const off = startRoster(DATABASE_URL, METRICS_OFF_PORT, { METRICS_PORT: '0' })
+  try {
+    await waitFor(`http://127.0.0.1:${METRICS_OFF_PORT}/health/ready`)
+    const targets: Record<MetricsTarget, { url: string; pid: number }> = {
+      roster, 'roster-metrics-off': { url: `http://127.0.0.1:${METRICS_OFF_PORT}`, pid: off.pid! }
+    }
+    await load(targets['roster-metrics-off'], 'self-read', 3, adminToken)
+    return await alternate(METRICS_TARGETS, targets, 'self-read, metrics on and off', adminToken)
+  } finally {
+    off.kill('SIGTERM')
+  }
 }
 
 const EMBEDDED_TARGETS = ['baseline-sqlite', 'roster-sqlite'] as const
@@ -306,7 +329,13 @@ async function main() {
     const rows: Array<Measured & { target: string }> = []
     const rounds: Array<Record<Target, Measured>> = []
     const embeddedRounds: Array<Record<EmbeddedTarget, Measured>> = []
+    const metricsRounds: Array<Record<MetricsTarget, Measured>> = []
     for (const scenario of args.scenarios.split(',').filter(Boolean)) {
+      if (scenario === 'metrics') {
+        metricsRounds.push(...await metricsOnOff(rosterTarget, adminToken))
+        for (const target of METRICS_TARGETS) rows.push({ target, ...combine(metricsRounds.map((r) => r[target])), scenario: 'self-read (metrics on/off)' })
+        continue
+      }
       if (scenario === 'self-read') {
         rounds.push(...await alternate(TARGETS, targets, scenario, adminToken))
         for (const target of TARGETS) rows.push({ target, ...combine(rounds.map((r) => r[target])) })
@@ -354,6 +383,13 @@ async function main() {
         `throughput ${fmt(embeddedRatios.throughput, 2)}× (target ≥ 0.90), p99 ${fmt(embeddedRatios.p99, 2)}×`)
       console.log(`Rounds (req/s of baseline-sqlite, roster-sqlite): ${embeddedRounds.map((r, i) => `${i + 1}: ${EMBEDDED_TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
+    let metricsRatios
+    if (metricsRounds.length) {
+      metricsRatios = ratiosOf(metricsRounds, 'roster', 'roster-metrics-off')
+      console.log(`\nMetrics on against off (self-read on MySQL), median of ${metricsRounds.length} rounds: ` +
+        `throughput ${fmt(metricsRatios.throughput, 3)}× (target ≥ 0.97), p99 ${fmt(metricsRatios.p99, 2)}×`)
+      console.log(`Rounds (req/s of roster, roster-metrics-off): ${metricsRounds.map((r, i) => `${i + 1}: ${METRICS_TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
+    }
     console.log('\n### Query plans (EXPLAIN), and the rows one prepared execution read\n')
     for (const p of plans) {
       const text = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? String(v) : '-')
@@ -372,7 +408,7 @@ async function main() {
     writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({
       at: new Date().toISOString(), users: USERS, duration: DURATION, rounds: ROUNDS, connections: CONNECTIONS, logLevel: args['log-level'],
       machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
-      rows, selfReadRounds: rounds, ratios, embeddedRounds, embeddedRatios, peakRssMb, plans, valid: failed.length === 0
+      rows, selfReadRounds: rounds, ratios, embeddedRounds, embeddedRatios, metricsRounds, metricsRatios, peakRssMb, plans, valid: failed.length === 0
     }, null, 2))
     log(`figures in ${RESULTS}/latest.json`)
   } finally {

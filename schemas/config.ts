@@ -9,6 +9,7 @@ export const Config = Type.Object(
   {
     PORT: Int(0, 65535, 3000, 'TCP port to listen on'),
     HOST: Type.String({ default: '127.0.0.1', minLength: 1, description: 'Interface to listen on' }),
+    METRICS_PORT: Int(0, 65535, 9464, 'Port of GET /metrics (Prometheus), on HOST, never the API\'s port; 0 turns it off'),
     DATABASE_URL: Type.Optional(Type.String({
       pattern: '^(mysql://.+|sqlite:.+)$',
       description: 'mysql://user:pass@host:3306/db, sqlite:///abs/path, sqlite:relative/path or sqlite::memory:'

@@ -7,6 +7,7 @@ import emailRoutes from './emails/routes.js'
 import healthRoutes from './health/routes.js'
 import bodies from './http/bodies.js'
 import clientAddress from './http/client-address.js'
+import metrics from './metrics/plugin.js'
 import cors from './http/cors.js'
 import cursors from './http/cursor.js'
 import errorHandler from './http/error-handler.js'
@@ -47,10 +48,12 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   app.decorate('config', config)
   app.addHook('onClose', async () => log.close())
 
-  // Every request, before routing: connections that must close, headers, the access line, the client, overload.
+  // Every request, before routing: connections that must close, headers, the access line and metrics, the client,
+  // overload.
   await app.register(unreadBodies)
   await app.register(headers)
   await app.register(accessLog)
+  await app.register(metrics)
   await app.register(clientAddress)
   await app.register(loadShedding)
   // Resources, and the answers to what goes wrong.

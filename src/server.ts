@@ -50,6 +50,7 @@ process.on('SIGINT', () => void shutdown('SIGINT'))
 
 try {
   await app.listen({ port: config.PORT, host: config.HOST })
+  await app.listenMetrics()
 } catch (err) {
   await app.close().catch(() => {})
   fail(err, config, 'listen')

@@ -51,6 +51,7 @@ async function services(app: FastifyInstance): Promise<void> {
       resendSeconds: config.VERIFICATION_RESEND_SECONDS, resetAnswerMs: RESET_ANSWER_MS
     }),
     sessions: new SessionsService(db, passwords, limits.guard, {
+      loggedIn: (result) => app.metrics.login(result),
       accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
       refreshTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
       sessionMaxAgeSeconds: config.SESSION_MAX_AGE_SECONDS,
@@ -59,4 +60,4 @@ async function services(app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(services, { name: 'services', dependencies: ['database', 'limits', 'mail'] })
+export default fp(services, { name: 'services', dependencies: ['database', 'limits', 'mail', 'metrics'] })

@@ -22,6 +22,8 @@ export function startupMessage(err: unknown, config: Config, phase: 'build' | 'l
   const e = err as SystemError
   const code = typeof e?.code === 'string' ? e.code : ''
   const db = databaseTarget(config.DATABASE_URL)
+  // The metrics port's own failure says what to do already (metrics/plugin.ts).
+  if (code === 'METRICS_PORT' && err instanceof Error) return err.message
   if (phase === 'listen') {
     switch (code) {
       case 'EADDRINUSE':

@@ -36,7 +36,7 @@ function startInstance(name: keyof typeof INSTANCES, migrate: boolean): ChildPro
       DATABASE_URL: 'mysql://root@127.0.0.1:3310/roster', MIGRATE_ON_START: String(migrate),
       RATE_LIMIT_REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: prefix,
       RATE_LIMIT_MAX: '100000000', LOGIN_MAX_FAILURES: '100000', LOGIN_MAX_FAILURES_PER_CLIENT: '100000', MAIL_MAX_PER_CLIENT: '100000',
-      DB_POOL_SIZE: '8'
+      DB_POOL_SIZE: '8', METRICS_PORT: '0'
     }
   })
   running.set(name, child)

@@ -5,7 +5,8 @@ import { CompiledQuery, Kysely, Migrator, sql, SqliteDialect, type Transaction }
 import { createPool } from 'mysql2'
 import type { Database } from '../../db/types.js'
 import { migrationProvider } from '../../db/migrations/index.js'
-import { PreparingMysqlDialect, readRows } from './mysql-driver.js'
+import type { PoolUse } from '../metrics/kinds.js'
+import { connectionsHeld, PreparingMysqlDialect, readRows } from './mysql-driver.js'
 import { cachingStatements } from './sqlite.js'
 
 /** The database handle every repository takes. */
@@ -29,6 +30,8 @@ export interface OpenDatabase {
   read: DirectRead
   /** Applies every pending migration (see migrateToLatest), its statements not bound by the request deadline. */
   migrate: () => Promise<string[]>
+  /** MySQL: the pool's use, from its own events (the embedded engine has no pool). */
+  poolUse?: () => PoolUse
 }
 
 export interface DatabaseOptions {
@@ -88,12 +91,16 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
     })
     // Set once per connection, so that a transaction costs no statement more than its begin.
     pool.on('connection', (connection) => { connection.query(READ_COMMITTED) })
+    // A request that finds every connection taken waits in mysql2's queue: counted as it starts waiting.
+    let waits = 0
+    pool.on('enqueue', () => { waits++ })
+    const size = options.poolSize ?? 10
     const timeoutMs = options.timeoutMs ?? 2000
     const read: DirectRead = (text, parameters) => readRows(pool, timeoutMs, text, parameters)
     // Over the same pool, never destroyed itself: the pool ends with `db`.
     const migrating = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool, MIGRATION_STATEMENT_MS) })
     const db = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool, timeoutMs) })
-    return { db, dialect: 'mysql', read, migrate: () => migrateToLatest(migrating) }
+    return { db, dialect: 'mysql', read, migrate: () => migrateToLatest(migrating), poolUse: () => ({ size, inUse: connectionsHeld(pool), waits }) }
   }
   const file = sqlitePath(url)
   if (file !== ':memory:') {

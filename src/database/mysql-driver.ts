@@ -14,6 +14,20 @@ const TOO_MANY_STATEMENTS = 'ER_MAX_PREPARED_STMT_COUNT_REACHED'
 type Row = Record<string, unknown>
 type Packet = { insertId?: number; affectedRows?: number; changedRows?: number }
 
+/** Connections of each pool held by a session now: taken at a session's first statement, given back at its release. */
+const held = new WeakMap<Pool, { count: number }>()
+
+/** How many of the pool's connections sessions hold now (the metrics read it). */
+export function connectionsHeld(pool: Pool): number {
+  return held.get(pool)?.count ?? 0
+}
+
+function holding(pool: Pool): { count: number } {
+  let entry = held.get(pool)
+  if (!entry) held.set(pool, entry = { count: 0 })
+  return entry
+}
+
 /** A statement or a connection that did not come in time: the database is hung or saturated (503, not 500). */
 export class DatabaseTimeout extends Error {
   readonly code = 'DB_TIMEOUT'
@@ -65,6 +79,7 @@ function within(session: Session, sql: string, parameters: readonly unknown[]): 
       if (err) return done(err as QueryError)
       if (settled) return connection.release() // too late: back to the pool, unused
       session.connection = connection
+      session.held.count++
       send(connection, sql, parameters, done)
     })
   })
@@ -94,7 +109,10 @@ class Session implements DatabaseConnection {
   connection: PoolConnection | undefined
   /** The connection was destroyed (it missed a deadline): nothing more is sent on it, not even a rollback. */
   broken = false
-  constructor(readonly pool: Pool, readonly timeoutMs: number) {}
+  readonly held: { count: number }
+  constructor(readonly pool: Pool, readonly timeoutMs: number) {
+    this.held = holding(pool)
+  }
 
   executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     if (this.broken) return Promise.reject(new DatabaseTimeout('A statement on this connection', this.timeoutMs))
@@ -118,7 +136,10 @@ class Session implements DatabaseConnection {
   }
 
   release(): void {
-    this.connection?.release()
+    if (this.connection) {
+      this.connection.release()
+      this.held.count--
+    }
     this.connection = undefined
     this.broken = false
   }

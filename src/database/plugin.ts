@@ -8,17 +8,18 @@ import { createDatabase } from './index.js'
  */
 async function database(app: FastifyInstance): Promise<void> {
   const config = app.config
-  const { db, dialect, read, migrate } = createDatabase({
+  const { db, dialect, read, migrate, poolUse } = createDatabase({
     url: config.DATABASE_URL, poolSize: config.DB_POOL_SIZE, queueLimit: config.DB_QUEUE_LIMIT, timeoutMs: config.DB_TIMEOUT_MS
   })
   app.decorate('db', db)
   app.decorate('dialect', dialect)
   app.decorate('read', read)
   app.addHook('onClose', async () => db.destroy())
+  if (poolUse) app.metrics.watchPool(poolUse)
   if (config.MIGRATE_ON_START) {
     const applied = await migrate()
     if (applied.length) app.log.info({ applied, dialect }, 'database migrated')
   }
 }
 
-export default fp(database, { name: 'database' })
+export default fp(database, { name: 'database', dependencies: ['metrics'] })

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Db } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
+import type { DeliveryResult } from '../metrics/kinds.js'
 import { claimDue, markFailed, markRetry, markSent, purgeFinished, releaseClaims, type OutboxRow } from './repository.js'
 import { mailOf, render } from './templates.js'
 import { DeliveryFailure, type MailTransport } from './transports.js'
@@ -60,7 +61,11 @@ export class MailDeliverer {
   private lastPurge = 0
   private readonly options: DelivererOptions
 
-  constructor(private readonly db: Db, readonly transport: MailTransport, private readonly log: DelivererLog, options: Partial<DelivererOptions> = {}) {
+  constructor(
+    private readonly db: Db, readonly transport: MailTransport, private readonly log: DelivererLog, options: Partial<DelivererOptions> = {},
+    /** Told how each attempt ended (the metrics). */
+    private readonly attempted: (result: DeliveryResult) => void = () => {}
+  ) {
     this.options = { ...DELIVERY_DEFAULTS, ...options }
   }
 
@@ -131,6 +136,7 @@ export class MailDeliverer {
     if (!mail) {
       // Written by a version that no longer knows it, or damaged: no delivery could ever succeed.
       await markFailed(this.db, row.id, claim, attempts, 'the outbox row is not a mail this version can render')
+      this.attempted('failed')
       this.log.error(details, 'mail: given up: not a mail this version can render')
       return
     }
@@ -141,14 +147,17 @@ export class MailDeliverer {
       const now = Date.now()
       if (failure.permanent || now - row.created_at >= this.options.giveUpAfterMs) {
         await markFailed(this.db, row.id, claim, attempts, failure.message)
+        this.attempted('failed')
         this.log.error({ ...details, error: failure.message, permanent: failure.permanent }, 'mail: given up')
         return
       }
       const delay = retryDelay(attempts, this.options.retryBaseMs, this.options.retryMaxMs)
       await markRetry(this.db, row.id, claim, attempts, now + delay, failure.message)
+      this.attempted('retried')
       this.log.warn({ ...details, error: failure.message, retryInMs: delay }, 'mail: not delivered; will retry')
       return
     }
+    this.attempted('delivered')
     if (!(await markSent(this.db, row.id, claim, Date.now()))) {
       this.log.warn(details, 'mail: delivered after its lease ended; another instance may deliver it again')
     }

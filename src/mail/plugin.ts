@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { MailDeliverer, type DelivererOptions } from './deliverer.js'
+import { backlog } from './repository.js'
 import { logTransport, smtpTransport } from './transports.js'
 
 declare module 'fastify' {
@@ -17,10 +18,11 @@ declare module 'fastify' {
 async function mail(app: FastifyInstance, options: Partial<DelivererOptions>): Promise<void> {
   const config = app.config
   const transport = config.SMTP_URL ? smtpTransport(config.SMTP_URL, config.MAIL_FROM) : logTransport(app.log)
-  const deliverer = new MailDeliverer(app.db, transport, app.log, options)
+  const deliverer = new MailDeliverer(app.db, transport, app.log, options, (result) => app.metrics.delivered('mail', result))
+  app.metrics.watchOutbox('mail', () => backlog(app.db, Date.now()))
   app.decorate('mail', deliverer)
   app.addHook('onReady', async () => deliverer.start())
   app.addHook('preClose', async () => deliverer.stop())
 }
 
-export default fp(mail, { name: 'mail', dependencies: ['database'] })
+export default fp(mail, { name: 'mail', dependencies: ['database', 'metrics'] })

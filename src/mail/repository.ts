@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely'
 import type { MailOutboxTable } from '../../db/types.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
+import type { OutboxBacklog } from '../metrics/kinds.js'
 import type { Mail } from './templates.js'
 
 export type OutboxRow = Selectable<MailOutboxTable>
@@ -57,6 +58,14 @@ export async function markFailed(db: Db, id: number, claim: string, attempts: nu
   await db.updateTable('mail_outbox')
     .set({ state: 'failed', attempts, data: '{}', last_error: error, claim: null })
     .where('id', '=', id).where('claim', '=', claim).execute()
+}
+
+/** The mail waiting to be sent: how many, and the age of the oldest (the metrics read it when scraped). */
+export async function backlog(db: Db, now: number): Promise<OutboxBacklog> {
+  const row = await db.selectFrom('mail_outbox').where('state', '=', 'pending')
+    .select((eb) => [eb.fn.countAll<number | string>().as('pending'), eb.fn.min('created_at').as('oldest')]).executeTakeFirst()
+  const oldest = row?.oldest === null || row?.oldest === undefined ? now : Number(row.oldest)
+  return { pending: Number(row?.pending ?? 0), oldestAgeSeconds: Math.max(0, (now - oldest) / 1000) }
 }
 
 /** Drops sent and given-up mail created before `before`. */

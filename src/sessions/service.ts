@@ -2,17 +2,20 @@ import { isTokenShaped, newToken, tokenHash, type Passwords } from '../accounts/
 import { endSession, endSessions } from '../accounts/sessions.js'
 import { findUserById, lockUser, pageOfUser, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
-import { NotFound, Unauthenticated } from '../common/errors.js'
+import { NotFound, RateLimited, Unauthenticated } from '../common/errors.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, written } from '../database/transaction.js'
 import type { LoginGuard } from '../limits/login-guard.js'
+import type { LoginResult } from '../metrics/kinds.js'
 import {
   deleteToken, findCredentials, findRefresh, findSession, insertRefresh, insertSession, insertToken, listSessions, lockCredentials,
   makeRoom, purgeExpiredAccessTokens, renewSession, spendRefresh, type SessionRow
 } from './repository.js'
 
 export interface SessionsOptions {
+  /** Told how each password login ended (the metrics). */
+  loggedIn?: (result: LoginResult) => void
   accessTtlSeconds: number
   refreshTtlSeconds: number
   sessionMaxAgeSeconds: number
@@ -56,6 +59,20 @@ export class SessionsService {
    * login guard (429 past a limit, unchecked).
    */
   async login(email: string, password: string, client: ClientInfo): Promise<Issued> {
+    const told = this.options.loggedIn
+    if (!told) return this.checkLogin(email, password, client)
+    try {
+      const issued = await this.checkLogin(email, password, client)
+      told('success')
+      return issued
+    } catch (err) {
+      if (err instanceof RateLimited) told('throttled')
+      else if (err instanceof Unauthenticated) told(err.code === 'USER_BANNED' ? 'banned' : 'invalid_credentials')
+      throw err
+    }
+  }
+
+  private async checkLogin(email: string, password: string, client: ClientInfo): Promise<Issued> {
     const found = await findCredentials(this.db, email)
     const attempt = await this.guard.attempt(found ? `u${found.id}` : `e${foldedKey(email)}`, client.address)
     if (!(await this.passwords.verify(found?.password_hash, password)) || !found) throw wrongCredentials()

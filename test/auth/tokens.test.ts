@@ -2,6 +2,9 @@ import { createHash } from 'node:crypto'
 import t from 'tap'
 import { adminUser, assertProblem, bearer, build, form, login, markVerified, multipart, newUser } from '../helpers.js'
 
+/** A problem body without its request's id, which differs from request to request by design. */
+const anonymous = (body: Record<string, unknown>) => ({ ...body, request_id: undefined })
+
 t.test('POST /auth/tokens issues a bearer token in every encoding', async (t) => {
   const app = await build(t, { env: { TOKEN_TTL_SECONDS: '3600' } })
   const user = await newUser(app, { email: 'Ada@Example.com', password: 'correct-horse' })
@@ -37,7 +40,7 @@ t.test('wrong password and unknown address answer alike', async (t) => {
   const unknown = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'nobody@example.com', password: 'wrong-password' } })
   assertProblem(t, wrong, 401, 'INVALID_CREDENTIALS')
   assertProblem(t, unknown, 401, 'INVALID_CREDENTIALS')
-  t.same(wrong.json(), unknown.json(), 'same body')
+  t.same(anonymous(wrong.json()), anonymous(unknown.json()), 'same body, but for the request\'s own id')
   t.equal(wrong.headers['www-authenticate'], 'Bearer realm="api"')
   t.equal(unknown.headers['www-authenticate'], 'Bearer realm="api"')
 })
@@ -50,7 +53,7 @@ t.test('a user logs in with its primary address or a verified one; an unverified
   const unverified = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'second@example.COM', password: 'pass-word-1' } })
   const wrong = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: 'wrong-password' } })
   assertProblem(t, unverified, 401, 'INVALID_CREDENTIALS', 'the unverified secondary address')
-  t.same(unverified.json(), wrong.json(), 'the same answer as a wrong password')
+  t.same(anonymous(unverified.json()), anonymous(wrong.json()), 'the same answer as a wrong password')
   // test/verification/flows.test.ts verifies addresses through real mail; here only the login rule is at stake.
   await markVerified(app, 'second@example.com')
   t.ok(await login(app, 'second@example.COM', 'pass-word-1'), 'the secondary, once verified')

@@ -31,6 +31,8 @@ export interface RunningService {
   pid: number
   port: number
   base: string
+  /** Where its Prometheus metrics are (METRICS_PORT, a free port of its own unless the test set one). */
+  metricsUrl: string
   /** The database the service was started on. */
   databaseUrl: string
   /** Every line the service wrote to stdout and stderr so far. */
@@ -54,6 +56,7 @@ export async function startBuilt(
 ): Promise<RunningService> {
   if (!existsSync(entry)) throw new Error(`${entry} is missing: npm test builds it (or run npm run build)`)
   const port = await freePort()
+  const metricsPort = env.METRICS_PORT ?? String(await freePort())
   const url = env.DATABASE_URL ?? await sharedDatabase(t)
   const child = spawn(process.execPath, [...nodeArgs, ...startArgs(), entry], {
     cwd: root,
@@ -62,7 +65,7 @@ export async function startBuilt(
       ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, LOG_LEVEL: 'warn',
       // A host running both legs side by side can take seconds to answer a connection at start; the deadline's own
       // behaviour is held by test/http/faults.test.ts.
-      DB_TIMEOUT_MS: '10000', ...env
+      DB_TIMEOUT_MS: '10000', METRICS_PORT: metricsPort, ...env
     },
     stdio: ['ignore', 'pipe', 'pipe']
   })
@@ -103,7 +106,7 @@ export async function startBuilt(
   })
   const pid = child.pid!
   return {
-    child, pid, port, base, lines, exited, startup, databaseUrl: url,
+    child, pid, port, base, lines, exited, startup, databaseUrl: url, metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     running: () => !ended,
     usage: () => ({
       fds: readdirSync(`/proc/${pid}/fd`).length,

@@ -115,7 +115,7 @@ async function stuckSink(t: Test) {
   const port = await freePort()
   const child = spawn(process.execPath, [...startArgs(), entry], {
     cwd: root, stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PORT: String(port), DATABASE_URL: url, LOG_LEVEL: 'info', MAX_EVENT_LOOP_DELAY_MS: '0', RATE_LIMIT_MAX: '100000000' }
+    env: { ...process.env, PORT: String(port), METRICS_PORT: '0', DATABASE_URL: url, LOG_LEVEL: 'info', MAX_EVENT_LOOP_DELAY_MS: '0', RATE_LIMIT_MAX: '100000000' }
   })
   child.stdout.pause()
   let stderr = ''

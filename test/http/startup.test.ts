@@ -11,7 +11,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
-      cwd: root, env: { ...process.env, LOG_LEVEL: 'silent', MAX_EVENT_LOOP_DELAY_MS: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe']
+      cwd: root, env: { ...process.env, LOG_LEVEL: 'silent', MAX_EVENT_LOOP_DELAY_MS: '0', METRICS_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe']
     })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
@@ -28,6 +28,7 @@ t.test('a start that cannot succeed says in one line which setting to change, wi
   const busyPort = String((busy.address() as net.AddressInfo).port)
   const cases: Array<[string, Record<string, string>, RegExp]> = [
     ['a port in use', { DATABASE_URL: 'sqlite::memory:', PORT: busyPort }, new RegExp(`PORT=${busyPort} is in use`)],
+    ['a metrics port in use', { DATABASE_URL: 'sqlite::memory:', PORT: '0', METRICS_PORT: busyPort }, new RegExp(`METRICS_PORT=${busyPort} is in use on 127\\.0\\.0\\.1: .*or to 0 to turn the metrics off`)],
     ['an address not of this machine', { DATABASE_URL: 'sqlite::memory:', HOST: '999.1.1.1', PORT: '0' }, /HOST=999\.1\.1\.1 is not an address/],
     ['a TRUST_PROXY that is not a list of addresses', { DATABASE_URL: 'sqlite::memory:', TRUST_PROXY: 'garbage' }, /TRUST_PROXY must be/],
     ['a boolean spelt otherwise', { DATABASE_URL: 'sqlite::memory:', SIGNUP_OPEN: 'maybe' }, /SIGNUP_OPEN must be true or false \(also 1\/0, yes\/no, on\/off\)/],

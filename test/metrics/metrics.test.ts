@@ -1,0 +1,108 @@
+import t, { type Test } from 'tap'
+import { freePort, ADMIN, build, bearer, login, newUser, ENGINE } from '../helpers.js'
+import type { App } from '../../src/app.js'
+
+/** Prometheus's text exposition, parsed: each sample's value by its name and labels as written. */
+function parse(text: string): Map<string, number> {
+  const samples = new Map<string, number>()
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{.*\})?) (\S+)$/.exec(line)
+    if (!match) throw new Error(`not a sample line: ${line}`)
+    samples.set(match[1]!, Number(match[2]))
+  }
+  return samples
+}
+
+/** The app with its metrics port open, as the service's start opens it; the scrape function reads it over a socket. */
+async function withMetrics(t: Test, env: Record<string, string> = {}): Promise<{ app: App; scrape: () => Promise<Map<string, number>>; url: string }> {
+  const port = await freePort()
+  const app = await build(t, { env: { METRICS_PORT: String(port), ...env } })
+  await app.listenMetrics()
+  const url = `http://127.0.0.1:${port}/metrics`
+  return {
+    app, url,
+    scrape: async () => {
+      const res = await fetch(url)
+      t.equal(res.status, 200)
+      t.match(res.headers.get('content-type'), /^text\/plain; version=0\.0\.4/)
+      return parse(await res.text())
+    }
+  }
+}
+
+const value = (samples: Map<string, number>, key: string) => samples.get(key) ?? 0
+
+t.test('request durations by method, route template and status; 429s as refusals', async (t) => {
+  const { app, scrape } = await withMetrics(t, { RATE_LIMIT_MAX: '3' })
+  const before = await scrape()
+  const user = await newUser(app)
+  for (let i = 0; i < 5; i++) await app.inject({ method: 'GET', url: `/users/${user.id}`, headers: bearer(user.token) })
+  await app.inject({ method: 'GET', url: '/nowhere' })
+  const after = await scrape()
+  const read = 'http_server_request_duration_seconds_count{method="GET",route="/users/:user_id",status_code="200"}'
+  const limited = 'http_server_request_duration_seconds_count{method="GET",route="/users/:user_id",status_code="429"}'
+  t.equal(value(after, read) - value(before, read), 3, 'the three reads within the limit, under the route template')
+  t.equal(value(after, limited) - value(before, limited), 2, 'the two past it')
+  t.equal(value(after, 'roster_rate_limit_refusals_total{route="/users/:user_id"}'), 2, 'counted as refusals')
+  t.equal(value(after, 'http_server_request_duration_seconds_count{method="GET",route="unmatched",status_code="404"}'), 1, 'no route: one series, not one per URL')
+  t.ok(after.has('http_server_request_duration_seconds_bucket{le="0.005",method="GET",route="/users/:user_id",status_code="200"}'), 'a histogram with buckets')
+  t.ok(value(after, 'process_resident_memory_bytes') > 0, 'process memory')
+  t.ok(after.has('nodejs_eventloop_lag_p99_seconds'), 'event-loop lag')
+  t.ok(after.has('process_cpu_seconds_total'), 'CPU')
+})
+
+t.test('logins by result', async (t) => {
+  const { app, scrape } = await withMetrics(t, { LOGIN_MAX_FAILURES: '2' })
+  const user = await newUser(app)
+  await login(app, ADMIN.email, ADMIN.password)
+  await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: 'wrong-password-1' } })
+  await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: 'wrong-password-1' } })
+  const throttled = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: 'wrong-password-1' } })
+  t.equal(throttled.statusCode, 429)
+  const admin = await login(app, ADMIN.email, ADMIN.password)
+  await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: bearer(admin), payload: { status: 'BANNED' } })
+  const samples = await scrape()
+  t.equal(value(samples, 'roster_logins_total{result="success"}'), 2 + 1, 'successes (newUser logs in once)')
+  t.equal(value(samples, 'roster_logins_total{result="invalid_credentials"}'), 2, 'wrong passwords')
+  t.equal(value(samples, 'roster_logins_total{result="throttled"}'), 1, 'refused by the failure limit')
+})
+
+t.test('the outbox: pending mail, the age of the oldest, delivery results', async (t) => {
+  const { app, scrape } = await withMetrics(t)
+  // The deliverer is stopped, so that the sign-up's verification mail waits.
+  await app.mail.stop()
+  await newUser(app)
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  const waiting = await scrape()
+  t.ok(value(waiting, 'roster_outbox_pending{kind="mail"}') >= 1, `mail waits (${value(waiting, 'roster_outbox_pending{kind="mail"}')})`)
+  t.ok(value(waiting, 'roster_outbox_oldest_age_seconds{kind="mail"}') >= 1, 'for a second or more')
+  app.mail.start() // the log transport (no SMTP_URL) takes it at once
+  let sent = await scrape()
+  for (let i = 0; i < 50 && value(sent, 'roster_outbox_pending{kind="mail"}') > 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    sent = await scrape()
+  }
+  t.equal(value(sent, 'roster_outbox_pending{kind="mail"}'), 0, 'none waits once delivered')
+  t.equal(value(sent, 'roster_outbox_oldest_age_seconds{kind="mail"}'), 0)
+  t.ok(value(sent, 'roster_outbox_deliveries_total{kind="mail",result="delivered"}') >= 1, 'delivered, counted')
+})
+
+t.test('the database pool: its size, what is in use, waits', { skip: ENGINE !== 'mysql' && 'MySQL only: the embedded engine has no pool' }, async (t) => {
+  const { app, scrape } = await withMetrics(t, { DB_POOL_SIZE: '2' })
+  const user = await newUser(app)
+  await Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'GET', url: `/users/${user.id}`, headers: bearer(user.token) })))
+  const samples = await scrape()
+  t.equal(value(samples, 'roster_db_pool_connections{state="max"}'), 2)
+  t.equal(value(samples, 'roster_db_pool_connections{state="in_use"}'), 0, 'none held once every request is answered')
+  t.ok(value(samples, 'roster_db_pool_waits_total') > 0, `twenty requests at once on two connections waited (${value(samples, 'roster_db_pool_waits_total')})`)
+})
+
+t.test('the metrics are on their own port only; 0 turns them off', async (t) => {
+  const { app, url } = await withMetrics(t)
+  t.equal((await app.inject({ method: 'GET', url: '/metrics' })).statusCode, 404, 'not on the API\'s port')
+  t.equal((await fetch(url.replace('/metrics', '/other'))).status, 404, 'nothing else on the metrics port')
+  const off = await build(t, { env: { METRICS_PORT: '0' } })
+  await off.listenMetrics()
+  t.pass('METRICS_PORT=0 opens nothing')
+})
