@@ -55,7 +55,7 @@ const BASELINE_PORT = 3302
 const PREPARED_BASELINE_PORT = 3303
 const EMBEDDED_ROSTER_PORT = 3304
 const EMBEDDED_BASELINE_PORT = 3305
-const METRICS_OFF_PORT = 3306
+const METRICS_OFF_PORT = 3307
 const SQLITE_FILE = args['sqlite-file']
 const SQLITE_TOKENS = `${RESULTS}/tokens-embedded.jsonl`
 
