@@ -26,12 +26,39 @@ function isProxyEntry(entry: string): boolean {
   return /^\d{1,3}$/.test(prefix) && Number(prefix) <= (version === 4 ? 32 : 128)
 }
 
+/** Whether a mysql:// URL parses and names a database (its path). */
+function namesDatabase(url: string): boolean {
+  try {
+    return new URL(url).pathname.replace(/^\/+|\/+$/g, '') !== ''
+  } catch {
+    return false
+  }
+}
+
+/** A URL as a message may show it: without its password. */
+function redacted(url: string): string {
+  return url.replace(/^(mysql:\/\/[^:/@]*:)[^@]*@/, '$1***@')
+}
+
 /** An origin as browsers send it: scheme, host and optional port, nothing else; or `*` for any. */
 function isOrigin(entry: string): boolean {
   return entry === '*' || /^https?:\/\/[^\s/?#:]+(:\d{1,5})?$/.test(entry)
 }
 
-function describe(schema: Record<string, unknown>): string {
+/** What a setting checked by a pattern expects, in words: the pattern itself reads as a regular expression. */
+const EXPECTED: Record<string, string> = {
+  DATABASE_URL: 'mysql://user:password@host:3306/database, or sqlite: and a path (sqlite:///abs/path, sqlite:relative/path, sqlite::memory:)',
+  PUBLIC_URL: 'an http(s) URL such as https://api.example.com, with no query or fragment',
+  ADMIN_EMAIL: 'an e-mail address',
+  SMTP_URL: 'smtp://user:password@host:587 or smtps://user:password@host:465',
+  MAIL_FROM: 'a sender address, such as Roster <no-reply@example.com>',
+  APP_LINK_TEMPLATE: 'a link holding {token}, such as https://app.example.com/verify?token={token}',
+  RATE_LIMIT_REDIS_URL: 'redis://host:6379 or rediss://host:6380'
+}
+
+function describe(key: string, schema: Record<string, unknown>): string {
+  const expected = EXPECTED[key]
+  if (expected) return expected
   if (schema.type === 'boolean') return 'true or false (also 1/0, yes/no, on/off)'
   if (schema.type === 'integer') return `an integer from ${String(schema.minimum)} to ${String(schema.maximum)}`
   if (Array.isArray(schema.anyOf)) {
@@ -61,7 +88,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     const key = error.path.slice(1).split('/')[0] ?? ''
     const schema = (Config.properties as Record<string, Record<string, unknown>>)[key]
     if (!schema || problems.some((p) => p.startsWith(key + ' '))) continue
-    problems.push(`${key} must be ${describe(schema)} (got ${JSON.stringify(env[key])})`)
+    problems.push(`${key} must be ${describe(key, schema)} (got ${JSON.stringify(env[key])})`)
+  }
+  if (typeof withDefaults.DATABASE_URL === 'string' && withDefaults.DATABASE_URL.startsWith('mysql://') && !namesDatabase(withDefaults.DATABASE_URL)) {
+    problems.push(`DATABASE_URL must name a database, as in mysql://user:password@host:3306/roster (got ${JSON.stringify(redacted(withDefaults.DATABASE_URL))})`)
   }
   if (typeof withDefaults.TRUST_PROXY === 'string' && !withDefaults.TRUST_PROXY.split(',').every((e) => isProxyEntry(e.trim()))) {
     problems.push(`TRUST_PROXY must be a comma-separated list of addresses, CIDR ranges, loopback, linklocal or uniquelocal (got ${JSON.stringify(env.TRUST_PROXY)})`)

@@ -1,4 +1,4 @@
-import { closeSync, mkdirSync, openSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import SQLite from 'better-sqlite3'
 import { CompiledQuery, Kysely, Migrator, sql, SqliteDialect, type Transaction } from 'kysely'
@@ -64,6 +64,25 @@ const MAX_PREPARED_STATEMENTS = 128
 
 export const DEFAULT_SQLITE_FILE = './data/roster.sqlite'
 
+/** The embedded database's file cannot be made where DATABASE_URL says: the start fails with this one line. */
+export class DatabaseFileError extends Error {
+  readonly code = 'SQLITE_FILE'
+  constructor(file: string, cause: NodeJS.ErrnoException) {
+    super(`DATABASE_URL: cannot create the SQLite file ${file} (${cause.code ?? cause.message}${cause.path && cause.path !== file ? ` at ${cause.path}` : ''}): ` +
+      'name a path in a directory the service may write to', { cause })
+  }
+}
+
+/**
+ * Makes a directory and its missing parents, one level at a time: `mkdirSync(…, { recursive: true })` never returns
+ * for a path under /proc on Linux, where the start would hang without a word.
+ */
+function makeDirectories(dir: string): void {
+  if (existsSync(dir)) return
+  makeDirectories(dirname(dir))
+  mkdirSync(dir)
+}
+
 /** The SQLite file (or ':memory:') named by a `sqlite:` URL. */
 export function sqlitePath(url: string): string {
   const rest = url.slice('sqlite:'.length)
@@ -104,10 +123,14 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
   }
   const file = sqlitePath(url)
   if (file !== ':memory:') {
-    mkdirSync(dirname(resolve(file)), { recursive: true })
-    // Readable by the service's own user only: it holds password hashes. SQLite gives its -wal and -shm files the
-    // database file's mode.
-    closeSync(openSync(file, 'a', 0o600))
+    try {
+      makeDirectories(dirname(resolve(file)))
+      // Readable by the service's own user only: it holds password hashes. SQLite gives its -wal and -shm files the
+      // database file's mode.
+      closeSync(openSync(file, 'a', 0o600))
+    } catch (err) {
+      throw new DatabaseFileError(file, err as NodeJS.ErrnoException)
+    }
   }
   const sqlite = new SQLite(file)
   sqlite.pragma('journal_mode = WAL')

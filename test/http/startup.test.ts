@@ -32,8 +32,16 @@ t.test('a start that cannot succeed says in one line which setting to change, wi
     ['an address not of this machine', { DATABASE_URL: 'sqlite::memory:', HOST: '999.1.1.1', PORT: '0' }, /HOST=999\.1\.1\.1 is not an address/],
     ['a TRUST_PROXY that is not a list of addresses', { DATABASE_URL: 'sqlite::memory:', TRUST_PROXY: 'garbage' }, /TRUST_PROXY must be/],
     ['a boolean spelt otherwise', { DATABASE_URL: 'sqlite::memory:', SIGNUP_OPEN: 'maybe' }, /SIGNUP_OPEN must be true or false \(also 1\/0, yes\/no, on\/off\)/],
-    ['MySQL out of reach', { DATABASE_URL: 'mysql://root@127.0.0.1:1/roster' }, /DATABASE_URL: cannot reach MySQL at 127\.0\.0\.1:1/]
+    ['MySQL out of reach', { DATABASE_URL: 'mysql://root@127.0.0.1:1/roster' }, /DATABASE_URL: cannot reach MySQL at 127\.0\.0\.1:1/],
+    ['a URL of another database', { DATABASE_URL: 'postgres://x' }, /DATABASE_URL must be mysql:\/\/user:password@host:3306\/database, or sqlite: and a path/],
+    ['a MySQL URL without a database', { DATABASE_URL: 'mysql://root:secret@127.0.0.1:3306' }, /DATABASE_URL must name a database, .*\(got "mysql:\/\/root:\*\*\*@127\.0\.0\.1:3306"\)/],
+    ['a SQLite file under a file', { DATABASE_URL: 'sqlite:/etc/passwd/x.sqlite' }, /DATABASE_URL: cannot create the SQLite file \/etc\/passwd\/x\.sqlite \(ENOTDIR\)/],
+    // Node's recursive mkdir never returns under /proc: this one hung without a word.
+    ['a SQLite file under /proc', { DATABASE_URL: 'sqlite:/proc/nope/x.sqlite' }, /DATABASE_URL: cannot create the SQLite file \/proc\/nope\/x\.sqlite \(ENOENT/]
   ]
+  if (ENGINE === 'mysql') {
+    cases.push(['a user the server refuses', { DATABASE_URL: `${MYSQL_URL.replace('//root@', '//nobody:bad@')}/x` }, /DATABASE_URL: the server refused the user or password/])
+  }
   if (ENGINE === 'mysql') cases.push(['a database that does not exist', { DATABASE_URL: `${MYSQL_URL}/roster_no_such_database` }, /DATABASE_URL names a database that does not exist/])
   // Each case is a process of its own, started together: their start-ups overlap instead of adding up.
   const results = await Promise.all(cases.map(([, env]) => run(['src/server.ts'], env)))
@@ -42,6 +50,7 @@ t.test('a start that cannot succeed says in one line which setting to change, wi
     t.equal(code, 1, `${name}: exit 1`)
     t.match(out, message, `${name}: says so`)
     t.notMatch(out, /^\s+at /m, `${name}: no stack trace (${out.trim().slice(0, 160)})`)
+    t.equal(out.trim().split('\n').length, 1, `${name}: one line`)
   }
 })
 
