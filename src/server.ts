@@ -11,6 +11,14 @@ function fail(err: unknown, config?: Config, phase: 'build' | 'listen' = 'build'
   process.exit(1)
 }
 
+/** The URL a person can open: the port listened on, and a host name for the any-address. */
+function addressOf(app: App, config: Config): string {
+  const address = app.server.address()
+  const port = typeof address === 'object' && address ? address.port : config.PORT
+  const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? 'localhost' : config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST
+  return `http://${host}:${port}`
+}
+
 let config
 try {
   config = loadConfig()
@@ -55,3 +63,7 @@ try {
   await app.close().catch(() => {})
   fail(err, config, 'listen')
 }
+
+// For a person at a terminal, one line to open; standard output stays JSON lines for the log's readers, and a
+// service's standard error that is not a terminal (a container's, a supervisor's) gets nothing.
+if (process.stderr.isTTY) process.stderr.write(`Roster ready on ${addressOf(app, config)} — API docs at /docs\n`)
