@@ -35,6 +35,24 @@ const header = (name: string) => ({ $ref: `#/components/headers/${name}` })
 /** Resources answered with their version's ETag (and, when created, their Location) by every write. */
 const VERSIONED = new Set(['#/components/schemas/User', '#/components/schemas/Email'])
 
+/**
+ * Parameters whose example a documentation page must not put in its "try it" fields: an id in the path (user 42 is
+ * somebody else, or nobody), a header (an ETag of another resource; one Idempotency-Key shared by every reader,
+ * whose second POST is 422 IDEMPOTENCY_KEY_REUSED) and a paging cursor (an example is no valid cursor). Their
+ * descriptions say what goes there.
+ */
+function prefillsHarm(parameter: Parameter): boolean {
+  return parameter.in === 'path' || parameter.in === 'header' || parameter.name === 'cursor'
+}
+
+function withoutExamples(parameter: Parameter): void {
+  delete parameter.example
+  delete parameter.examples
+  const schema = parameter.schema
+  // OpenAPI 3.1's schema types leave `examples` off array schemas, though JSON Schema allows it on any.
+  if (schema && !('$ref' in schema)) for (const key of ['examples', 'example']) Reflect.deleteProperty(schema, key)
+}
+
 /** Header parameters as HTTP writes them (route schemas must name them in lower case). */
 const HEADER_NAMES: Record<string, string> = { 'if-match': 'If-Match', 'idempotency-key': 'Idempotency-Key' }
 
@@ -105,6 +123,7 @@ export function completeDocument(doc: Document, options: DocumentOptions = { for
       if (isReference(parameter)) continue
       const spelled = parameter.in === 'header' ? HEADER_NAMES[parameter.name] : undefined
       if (spelled) parameter.name = spelled
+      if (prefillsHarm(parameter)) withoutExamples(parameter)
       // A parameter whose schema is a named component (a status) loses its own description on the way here:
       // it says which component it takes, and what that component says.
       const named = /^#\/components\/schemas\/(\w+)$/.exec(refOf(parameter.schema))?.[1]
@@ -123,7 +142,7 @@ export function completeDocument(doc: Document, options: DocumentOptions = { for
     if (method === 'get' && ok) {
       responses['304'] = { description: 'Not modified: If-None-Match names the current ETag', headers: { ETag: header('ETag') } }
       op.parameters = [...(op.parameters ?? []), {
-        name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' }, example: '"v3"',
+        name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' },
         description: 'Answer 304 without a body when the ETag still matches'
       }]
     }

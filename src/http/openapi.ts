@@ -24,13 +24,14 @@ async function openapi(app: FastifyInstance): Promise<void> {
         version,
         description: GUIDE,
         // The service's own documentation page is where its users find it; the licence is package.json's.
-        contact: { name: 'Roster API documentation', url: `${app.config.PUBLIC_URL ?? `http://localhost:${app.config.PORT}`}${DOCS_PREFIX}` },
+        ...(app.config.PUBLIC_URL ? { contact: { name: 'Roster API documentation', url: `${app.config.PUBLIC_URL}${DOCS_PREFIX}` } } : {}),
         license: { name: 'UNLICENSED: proprietary, all rights reserved' }
       },
-      // PUBLIC_URL names the service as its clients reach it; without it, a local instance as `npm start` serves it.
+      // PUBLIC_URL names the service as its clients reach it; without it, the server is the one the document was read
+      // from (a relative URL), so that /docs "try it" works on localhost and on 127.0.0.1 alike.
       servers: [app.config.PUBLIC_URL
         ? { url: app.config.PUBLIC_URL }
-        : { url: `http://localhost:${app.config.PORT}`, description: 'A local instance (set PUBLIC_URL to name the public address)' }],
+        : { url: '/', description: 'The server this document was read from (set PUBLIC_URL to name the public address)' }],
       components: {
         securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Token from POST /auth/tokens' } }
       },

@@ -53,13 +53,13 @@ const problemRef = ref(Problem)
 export const NoContent = Type.Null({ description: 'No content' })
 
 export const IfMatch = Type.Object({
-  'if-match': Type.Optional(Type.String({ description: 'Write only if the resource still has this ETag (412 PRECONDITION_FAILED otherwise)', examples: ['"v3"'] }))
+  'if-match': Type.Optional(Type.String({ description: 'Write only if the resource still has this ETag (412 PRECONDITION_FAILED otherwise)' }))
 })
 
 /** The header of the POSTs that create or send (routes with `config.idempotent`). */
 export const IdempotencyKey = Type.Object({
   'idempotency-key': Type.Optional(Type.String({
-    minLength: 1, maxLength: 255, examples: ['5f1c3b7e-9a2d-4c61-8e0f-2b4d6a8c0e13'],
+    minLength: 1, maxLength: 255,
     description: 'A key of your own (a UUID v4) that makes a retry safe: within 24 hours, the same key with the same request answers the first answer again (with `Idempotent-Replayed: true`) and does nothing twice; with another request, 422 IDEMPOTENCY_KEY_REUSED; while the first still runs, 409 IDEMPOTENCY_KEY_IN_USE'
   }))
 })
