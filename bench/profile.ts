@@ -1,4 +1,5 @@
 // npm run bench:profile [-- --rounds 3 --seconds 6 --warmup 7 --users 20000 --targets bare,fastify,design-nolog,design,roster --reuse]
+// (also roster-metrics-off: Roster with METRICS_PORT=0)
 //
 // The embedded self-read's CPU per request, for the bare server, a one-route Fastify server, the design's minimum
 // (bench/baseline-design.mjs, with and without its access line) and Roster. Each server is profiled alone under the
@@ -62,6 +63,11 @@ const TARGETS: Record<string, { argv: string[]; env: Record<string, string> }> =
   roster: {
     argv: startCommand(),
     env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000' }
+  },
+  // Roster with its metrics off (METRICS_PORT=0): against `roster`, what timing every answer costs.
+  'roster-metrics-off': {
+    argv: startCommand(),
+    env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000', METRICS_PORT: '0' }
   }
 }
 const targets = args.targets.split(',').filter(Boolean)

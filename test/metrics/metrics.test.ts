@@ -14,6 +14,8 @@ function parse(text: string): Map<string, number> {
   return samples
 }
 
+let lastText = ''
+
 /** The app with its metrics port open, as the service's start opens it; the scrape function reads it over a socket. */
 async function withMetrics(t: Test, env: Record<string, string> = {}): Promise<{ app: App; scrape: () => Promise<Map<string, number>>; url: string }> {
   const port = await freePort()
@@ -26,7 +28,8 @@ async function withMetrics(t: Test, env: Record<string, string> = {}): Promise<{
       const res = await fetch(url)
       t.equal(res.status, 200)
       t.match(res.headers.get('content-type'), /^text\/plain; version=0\.0\.4/)
-      return parse(await res.text())
+      lastText = await res.text()
+      return parse(lastText)
     }
   }
 }
@@ -40,13 +43,20 @@ t.test('request durations by method, route template and status; 429s as refusals
   for (let i = 0; i < 5; i++) await app.inject({ method: 'GET', url: `/users/${user.id}`, headers: bearer(user.token) })
   await app.inject({ method: 'GET', url: '/nowhere' })
   const after = await scrape()
+  const text = lastText
   const read = 'http_server_request_duration_seconds_count{method="GET",route="/users/:user_id",status_code="200"}'
   const limited = 'http_server_request_duration_seconds_count{method="GET",route="/users/:user_id",status_code="429"}'
   t.equal(value(after, read) - value(before, read), 3, 'the three reads within the limit, under the route template')
   t.equal(value(after, limited) - value(before, limited), 2, 'the two past it')
   t.equal(value(after, 'roster_rate_limit_refusals_total{route="/users/:user_id"}'), 2, 'counted as refusals')
   t.equal(value(after, 'http_server_request_duration_seconds_count{method="GET",route="unmatched",status_code="404"}'), 1, 'no route: one series, not one per URL')
-  t.ok(after.has('http_server_request_duration_seconds_bucket{le="0.005",method="GET",route="/users/:user_id",status_code="200"}'), 'a histogram with buckets')
+  const series = 'method="GET",route="/users/:user_id",status_code="200"'
+  const buckets = [...after].filter(([key]) => key.startsWith('http_server_request_duration_seconds_bucket{') && key.endsWith(`,${series}}`))
+  t.equal(buckets.length, 15, 'a histogram with 14 bounds and +Inf')
+  t.ok(buckets.every(([, n], i) => i === 0 || n >= buckets[i - 1]![1]), 'cumulative buckets')
+  t.equal(value(after, `http_server_request_duration_seconds_bucket{le="+Inf",${series}}`), value(after, read), '+Inf counts every observation')
+  t.ok(value(after, `http_server_request_duration_seconds_sum{${series}}`) > 0, 'and their sum')
+  t.equal(text.match(/^# TYPE http_server_request_duration_seconds histogram$/gm)?.length, 1, 'declared once, as a histogram')
   t.ok(value(after, 'process_resident_memory_bytes') > 0, 'process memory')
   t.ok(after.has('nodejs_eventloop_lag_p99_seconds'), 'event-loop lag')
   t.ok(after.has('process_cpu_seconds_total'), 'CPU')
