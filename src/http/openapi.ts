@@ -3,6 +3,7 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sharedSchemas } from '../../schemas/index.js'
+import { asOpenApi30 } from './openapi-30.js'
 import { completeDocument, isOpenApi31 } from './openapi-document.js'
 import { GUIDE, serviceVersion } from './openapi-guide.js'
 
@@ -63,6 +64,16 @@ async function openapi(app: FastifyInstance): Promise<void> {
   await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, theme: { title: `Roster ${version}: API documentation` } })
 
   app.get('/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () => app.swagger())
+  // The same document as OpenAPI 3.0.3, made once, for generators that do not read 3.1 yet.
+  let document30: ReturnType<typeof asOpenApi30> | undefined
+  app.get('/openapi-3.0.json', { config: { auth: 'public' }, schema: { hide: true } }, async () => {
+    if (!document30) {
+      const document = app.swagger()
+      if (!('openapi' in document) || !isOpenApi31(document)) throw new Error('openapi: the document is not OpenAPI 3.1')
+      document30 = asOpenApi30(document)
+    }
+    return document30
+  })
 }
 
 /** After the route steps: its own routes (the document, the docs page) are routes like any other. */

@@ -62,10 +62,26 @@ t.test('the served document', async (t) => {
     t.same(served, committed)
   })
 
+  t.test('as OpenAPI 3.0.3 too: valid 3.0, the same operations and components, committed beside it', async (t) => {
+    const res30 = await app.inject('/openapi-3.0.json')
+    t.equal(res30.statusCode, 200)
+    const v30 = res30.json()
+    const validator = new Validator()
+    const result = await validator.validate(v30)
+    t.ok(result.valid, JSON.stringify(result.errors ?? []).slice(0, 2000))
+    t.equal(validator.version, '3.0', 'validated as 3.0')
+    t.equal(v30.openapi, '3.0.3')
+    const ids = (d: Obj) => Object.values<Obj>(d.paths).flatMap((item) => METHODS.flatMap((m) => (item[m] ? [item[m].operationId] : []))).sort()
+    t.same(ids(v30), ids(served), 'every operation, by its operationId')
+    t.same(Object.keys(v30.components.schemas).sort(), Object.keys(served.components.schemas).sort(), 'every component')
+    t.notMatch(res30.body, /"examples":\s*\[/, 'no schema keeps a list of examples (3.1 only)')
+    t.same(v30, JSON.parse(readFileSync(join(root, 'openapi-3.0.json'), 'utf8')), 'matches the committed openapi-3.0.json (npm run openapi)')
+  })
+
   t.test('documents exactly the routes the app serves', async (t) => {
     // POST /users/{user_id}/email does what PUT does: documented once, under PUT, so that SDKs get one method.
     const served = app.routePlans
-      .filter((r) => r.method !== 'HEAD' && !r.url.startsWith('/docs') && r.url !== '/openapi.json')
+      .filter((r) => r.method !== 'HEAD' && !r.url.startsWith('/docs') && r.url !== '/openapi.json' && r.url !== '/openapi-3.0.json')
       .filter((r) => !(r.method === 'POST' && r.url === '/users/:user_id/email'))
       .map((r) => `${r.method} ${r.url.replace(/:(\w+)/g, '{$1}')}`)
       .sort()

@@ -8,7 +8,7 @@ import t, { type Test } from 'tap'
 import { build } from '../helpers.js'
 import type { FlowResult } from '../sdk/flows/result.js'
 
-// Five TypeScript SDK generators that SDK teams use, each generating from the served document, compiled strictly
+// Five TypeScript SDK generators that SDK teams use, each generating from a served document (one from its 3.0.3 form), compiled strictly
 // with a flow written as an SDK user writes it, and the flow run against the service; then Redocly's and
 // Spectral's recommended rule sets. The generators live in test/sdk, a package of their own (so that a newcomer's
 // `npm install` stays lean), installed on first use.
@@ -28,7 +28,8 @@ async function inSdk(cmd: string, args: string[]): Promise<{ code: number; outpu
 const GENERATORS: Record<string, [string, string[]]> = {
   'hey-api': [bin('openapi-ts'), ['-f', 'openapi-ts.config.mjs']],
   orval: [bin('orval'), ['--config', 'orval.config.cjs']],
-  codegen: [process.execPath, ['node_modules/openapi-typescript-codegen/bin/index.js', '--input', 'out/openapi.json', '--output', 'out/codegen', '--client', 'fetch']],
+  // The 3.0.3 document, for a generator of 3.0's era: what mobile teams' generators that do not read 3.1 yet get.
+  codegen: [process.execPath, ['node_modules/openapi-typescript-codegen/bin/index.js', '--input', 'out/openapi-3.0.json', '--output', 'out/codegen', '--client', 'fetch']],
   sta: [bin('swagger-typescript-api'), ['generate', '--path', 'out/openapi.json', '--output', 'out/sta', '--name', 'api.ts']],
   'openapi-fetch': [process.execPath, [join(root, 'node_modules/openapi-typescript/bin/cli.js'), 'out/openapi.json', '-o', 'out/openapi-typescript/roster.ts']]
 }
@@ -47,8 +48,8 @@ function sdkSources(dir = sdk): string[] {
  * openapi-typescript) and test/sdk's own files. The SQLite and MySQL legs serve the same document, so the second leg
  * finds it checked already and only drives each engine's service with each client; any change checks anew.
  */
-function inputsDigest(document: string): string {
-  const digest = createHash('sha256').update(document)
+function inputsDigest(document: string, document30: string): string {
+  const digest = createHash('sha256').update(document).update(document30)
   for (const file of [join(root, 'package-lock.json'), ...sdkSources()]) digest.update(file).update(readFileSync(file))
   return digest.digest('hex')
 }
@@ -79,10 +80,11 @@ async function exclusively<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /** Generates every client from the document, compiles them with their flows, lints the document: whether all passed. */
-async function generateAndCheck(t: Test, document: string, digest: string): Promise<boolean> {
+async function generateAndCheck(t: Test, document: string, document30: string, digest: string): Promise<boolean> {
   rmSync(out, { recursive: true, force: true })
   mkdirSync(out, { recursive: true })
   writeFileSync(join(out, 'openapi.json'), document)
+  writeFileSync(join(out, 'openapi-3.0.json'), document30)
 
   let passed = true
   for (const [name, [cmd, args]] of Object.entries(GENERATORS)) {
@@ -109,9 +111,10 @@ t.test('every SDK generator generates, compiles strictly and drives the service;
   const app = await build(t)
   const address = await app.listen({ port: 0, host: '127.0.0.1' })
   const document = (await app.inject('/openapi.json')).body
+  const document30 = (await app.inject('/openapi-3.0.json')).body
   const checked = await exclusively(async () => {
-    const digest = inputsDigest(document)
-    if (!existsSync(STAMP) || readFileSync(STAMP, 'utf8') !== digest) return generateAndCheck(t, document, digest)
+    const digest = inputsDigest(document, document30)
+    if (!existsSync(STAMP) || readFileSync(STAMP, 'utf8') !== digest) return generateAndCheck(t, document, document30, digest)
     t.pass('generated, compiled and linted from this same document with these same tools by an earlier run')
     return true
   })
