@@ -22,8 +22,9 @@ export function startupMessage(err: unknown, config: Config, phase: 'build' | 'l
   const e = err as SystemError
   const code = typeof e?.code === 'string' ? e.code : ''
   const db = databaseTarget(config.DATABASE_URL)
-  // These say what to do already: the metrics port (metrics/plugin.ts) and the embedded file (database/index.ts).
-  if ((code === 'METRICS_PORT' || code === 'SQLITE_FILE') && err instanceof Error) return err.message
+  // These say what to do already: the metrics port (metrics/plugin.ts), the embedded file (database/index.ts) and
+  // the SMTP CA file (mail/transports.ts).
+  if ((code === 'METRICS_PORT' || code === 'SQLITE_FILE' || code === 'SMTP_CA_FILE') && err instanceof Error) return err.message
   // The database is first reached when the app becomes ready, which may be inside listen: its errors are told apart
   // from the listener's by what failed (a listener's error names `listen`, or the HOST it tried to resolve).
   const listener = (e as { syscall?: unknown }).syscall === 'listen' || (e as { hostname?: unknown }).hostname === config.HOST

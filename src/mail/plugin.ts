@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { MailDeliverer, type DelivererOptions } from './deliverer.js'
 import { backlog } from './repository.js'
-import { logTransport, smtpTransport } from './transports.js'
+import { logTransport, readSmtpCa, smtpTransport } from './transports.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -17,7 +17,8 @@ declare module 'fastify' {
  */
 async function mail(app: FastifyInstance, options: Partial<DelivererOptions>): Promise<void> {
   const config = app.config
-  const transport = config.SMTP_URL ? smtpTransport(config.SMTP_URL, config.MAIL_FROM) : logTransport(app.log)
+  const ca = config.SMTP_CA_FILE === undefined ? undefined : readSmtpCa(config.SMTP_CA_FILE)
+  const transport = config.SMTP_URL ? smtpTransport(config.SMTP_URL, config.MAIL_FROM, ca) : logTransport(app.log)
   const deliverer = new MailDeliverer(app.db, transport, app.log, options, (result) => app.metrics.delivered('mail', result))
   app.metrics.watchOutbox('mail', () => backlog(app.db, Date.now()))
   app.decorate('mail', deliverer)

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import nodemailer from 'nodemailer'
 import type { Rendered } from './templates.js'
 
@@ -20,16 +21,37 @@ export interface MailTransport {
   close(): void
 }
 
+/** SMTP_CA_FILE cannot be read: the start fails with this one line (startup.ts). */
+export class SmtpCaError extends Error {
+  readonly code = 'SMTP_CA_FILE'
+  constructor(path: string, cause: NodeJS.ErrnoException) {
+    super(`SMTP_CA_FILE=${path} cannot be read (${cause.code ?? cause.message}): name a PEM file the service may read, or unset it to trust the system's CAs`, { cause })
+  }
+}
+
+/** The CA certificates of SMTP_CA_FILE, read once at start. */
+export function readSmtpCa(path: string): string {
+  try {
+    return readFileSync(path, 'utf8')
+  } catch (err) {
+    throw new SmtpCaError(path, err as NodeJS.ErrnoException)
+  }
+}
+
+/** A TLS failure that is the server's certificate: nothing a retry changes until an operator acts. */
+const UNTRUSTED = /certificate|self[- ]signed|unable to (get|verify)|CERT_|ERR_TLS_CERT/i
+
 /** Fails fast on a server that is away or hung, so that the outbox retries it rather than waiting minutes. */
 const SMTP_TIMEOUTS = { connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000, dnsTimeout: 10_000 }
 
 /**
  * Delivery over SMTP with nodemailer, one connection per mail (no pool to go stale while the server restarts). A
  * 5xx answer is permanent (the server refuses this mail for good); a 4xx answer, a refused connection, a timeout
- * or a broken session is temporary.
+ * or a broken session is temporary. `smtps://` is TLS from the start, `smtp://` upgrades with STARTTLS when the
+ * server offers it; `ca` (SMTP_CA_FILE) is trusted instead of the system's CAs.
  */
-export function smtpTransport(url: string, from: string): MailTransport {
-  const transporter = nodemailer.createTransport({ url, ...SMTP_TIMEOUTS }, { from })
+export function smtpTransport(url: string, from: string, ca?: string): MailTransport {
+  const transporter = nodemailer.createTransport({ url, ...SMTP_TIMEOUTS, ...(ca ? { tls: { ca } } : {}) }, { from })
   return {
     name: 'smtp',
     async send(mail) {
@@ -38,7 +60,14 @@ export function smtpTransport(url: string, from: string): MailTransport {
       } catch (err) {
         const code = (err as { responseCode?: unknown }).responseCode
         const permanent = typeof code === 'number' && code >= 500 && code < 600
-        throw new DeliveryFailure((err as Error).message.slice(0, 500), permanent)
+        const message = (err as Error).message
+        // Still retried (the mail is not lost while an operator fixes it), but said so that it can be fixed.
+        const errorCode = (err as { code?: unknown }).code
+        if (UNTRUSTED.test(message) || (typeof errorCode === 'string' && UNTRUSTED.test(errorCode))) {
+          throw new DeliveryFailure(`TLS: the SMTP server's certificate is not trusted (${message.slice(0, 300)}); ` +
+            'set SMTP_CA_FILE to the CA that signs it, or give the relay a certificate the system trusts', false)
+        }
+        throw new DeliveryFailure(message.slice(0, 500), permanent)
       }
     },
     close: () => transporter.close()

@@ -33,6 +33,7 @@ t.test('a start that cannot succeed says in one line which setting to change, wi
     ['a TRUST_PROXY that is not a list of addresses', { DATABASE_URL: 'sqlite::memory:', TRUST_PROXY: 'garbage' }, /TRUST_PROXY must be/],
     ['a boolean spelt otherwise', { DATABASE_URL: 'sqlite::memory:', SIGNUP_OPEN: 'maybe' }, /SIGNUP_OPEN must be true or false \(also 1\/0, yes\/no, on\/off\)/],
     ['MySQL out of reach', { DATABASE_URL: 'mysql://root@127.0.0.1:1/roster' }, /DATABASE_URL: cannot reach MySQL at 127\.0\.0\.1:1/],
+    ['an SMTP CA file that cannot be read', { DATABASE_URL: 'sqlite::memory:', SMTP_CA_FILE: '/nonexistent/ca.pem' }, /SMTP_CA_FILE=\/nonexistent\/ca\.pem cannot be read \(ENOENT\)/],
     ['a URL of another database', { DATABASE_URL: 'postgres://x' }, /DATABASE_URL must be mysql:\/\/user:password@host:3306\/database, or sqlite: and a path/],
     ['a MySQL URL without a database', { DATABASE_URL: 'mysql://root:secret@127.0.0.1:3306' }, /DATABASE_URL must name a database, .*\(got "mysql:\/\/root:\*\*\*@127\.0\.0\.1:3306"\)/],
     ['a SQLite file under a file', { DATABASE_URL: 'sqlite:/etc/passwd/x.sqlite' }, /DATABASE_URL: cannot create the SQLite file \/etc\/passwd\/x\.sqlite \(ENOTDIR\)/],

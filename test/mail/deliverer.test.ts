@@ -1,4 +1,8 @@
-import t from 'tap'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { MailDeliverer, retryDelay } from '../../src/mail/deliverer.js'
 import { render, timeLeft } from '../../src/mail/templates.js'
@@ -135,4 +139,32 @@ t.test('a deliverer stopping mid-batch gives back what it claimed and did not re
   const rest = rows.filter((r) => r.state === 'pending')
   t.equal(rest.length, 2)
   t.ok(rest.every((r) => r.claim === null && r.next_attempt_at <= Date.now()), 'the others are due again at once, for any instance')
+})
+
+/** A self-signed certificate for 127.0.0.1, made with openssl for this test only. */
+function selfSigned(t: Test): { key: string; cert: string; certFile: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'roster-tls-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
+    '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' })
+  return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), certFile: join(dir, 'cert.pem') }
+}
+
+t.test('SMTP over TLS: a relay whose certificate is not trusted is said so and retried; with SMTP_CA_FILE it is delivered', async (t) => {
+  const tls = selfSigned(t)
+  const smtp = await TestSmtp.start(t, tls)
+  t.match(smtp.url, /^smtps:\/\//)
+
+  const untrusted = await build(t, { env: { SMTP_URL: smtp.url }, mail: FAST })
+  await newUser(untrusted, { email: 'tls.untrusted@example.com' })
+  await until('a failed attempt', async () => (await outbox(untrusted)).some((m) => m.attempts >= 1))
+  const [row] = await outbox(untrusted)
+  t.equal(row?.state, 'pending', 'kept, to be retried once the operator acts')
+  t.match(row?.last_error, /^TLS: the SMTP server's certificate is not trusted .*set SMTP_CA_FILE/, 'the failure says what to do')
+  t.equal(smtp.received.length, 0, 'nothing went over an untrusted connection')
+
+  const trusted = await build(t, { env: { SMTP_URL: smtp.url, SMTP_CA_FILE: tls.certFile }, mail: FAST })
+  const user = await newUser(trusted, { email: 'tls.trusted@example.com' })
+  const mail = await smtp.waitFor(user.email)
+  t.match(mail.text, /Your token: /, 'delivered over TLS to a relay trusted through SMTP_CA_FILE')
 })

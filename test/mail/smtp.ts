@@ -28,19 +28,23 @@ export class TestSmtp {
   private waiters: Array<() => void> = []
   port = 0
 
-  static async start(t: Test): Promise<TestSmtp> {
-    const smtp = new TestSmtp()
+  /** With `tls`, the server speaks TLS from the first byte (smtps://) with this key and certificate. */
+  constructor(private readonly tls?: { key: string; cert: string }) {}
+
+  static async start(t: Test, tls?: { key: string; cert: string }): Promise<TestSmtp> {
+    const smtp = new TestSmtp(tls)
     await smtp.listen()
     t.teardown(() => smtp.stop())
     return smtp
   }
 
   get url(): string {
-    return `smtp://127.0.0.1:${this.port}`
+    return `${this.tls ? 'smtps' : 'smtp'}://127.0.0.1:${this.port}`
   }
 
   async listen(): Promise<void> {
     const server = new SMTPServer({
+      ...(this.tls ? { secure: true, key: this.tls.key, cert: this.tls.cert } : {}),
       authOptional: true,
       disabledCommands: ['STARTTLS', 'AUTH'],
       logger: false,
@@ -72,6 +76,8 @@ export class TestSmtp {
       server.once('error', reject)
       server.listen(this.port, '127.0.0.1', () => resolve())
     })
+    // A client that hangs up (one refusing the server's certificate) is the client's business, not an error here.
+    server.on('error', () => {})
     this.port = (server.server.address() as AddressInfo).port
     this.server = server
   }
