@@ -46,7 +46,7 @@ const CONTRACT: Record<string, {
   'DELETE /auth/tokens/current': { rule: 'caller', ok: 204 }
 }
 const PUBLIC = [
-  'POST /users', 'POST /auth/tokens', 'GET /health/live', 'GET /health/ready', 'GET /openapi.json',
+  'POST /users', 'POST /auth/tokens', 'GET /health/live', 'GET /health/ready', 'GET /openapi.json', 'GET /openapi-3.0.json',
   'POST /auth/email-verifications', 'POST /auth/password-resets', 'POST /auth/password-resets/confirm'
 ]
 
