@@ -3,6 +3,7 @@ import swaggerUi from '@fastify/swagger-ui'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sharedSchemas } from '../../schemas/index.js'
+import { DOCS_ICON, DOCS_LOGO } from './docs-brand.js'
 import { asOpenApi30 } from './openapi-30.js'
 import { completeDocument, isOpenApi31 } from './openapi-document.js'
 import { GUIDE, serviceVersion } from './openapi-guide.js'
@@ -61,7 +62,15 @@ async function openapi(app: FastifyInstance): Promise<void> {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`)
     }
   })
-  await app.register(swaggerUi, { routePrefix: DOCS_PREFIX, theme: { title: `Roster ${version}: API documentation` } })
+  await app.register(swaggerUi, {
+    routePrefix: DOCS_PREFIX,
+    // The product's name and mark, not the framework's.
+    logo: { type: 'image/svg+xml', content: DOCS_LOGO, href: DOCS_PREFIX, target: '_self' },
+    theme: {
+      title: `Roster ${version}: API documentation`,
+      favicon: [{ filename: 'roster.svg', rel: 'icon', type: 'image/svg+xml', sizes: 'any', content: DOCS_ICON }]
+    }
+  })
 
   app.get('/openapi.json', { config: { auth: 'public' }, schema: { hide: true } }, async () => app.swagger())
   // The same document as OpenAPI 3.0.3, made once, for generators that do not read 3.1 yet.

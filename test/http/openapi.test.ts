@@ -193,6 +193,14 @@ t.test('the served document', async (t) => {
   const page = await app.inject(docs.statusCode === 302 ? String(docs.headers.location).replace(/^\.\//, '/docs/') : '/docs')
   t.equal(page.statusCode, 200)
   t.match(page.body, /swagger-ui/i, '/docs serves the browsable page')
+  t.match(page.body, /<title>Roster [\d.]+: API documentation<\/title>/, 'titled with the product\'s name')
+  t.match(page.body, /<link rel="icon" type="image\/svg\+xml" href="\/docs\/static\/theme\/roster\.svg"/, 'and its icon')
+  const icon = await app.inject('/docs/static/theme/roster.svg')
+  t.equal(icon.statusCode, 200)
+  t.match(icon.body, /^<svg /, 'the icon is served')
+  const initializer = (await app.inject('/docs/static/swagger-initializer.js')).body
+  const logo = /img\.src = 'data:image\/svg\+xml;base64,([^']+)'/.exec(initializer)?.[1] ?? ''
+  t.match(Buffer.from(logo, 'base64').toString('utf8'), /aria-label="Roster"/, 'the framework\'s logo is replaced by the product\'s')
 })
 
 interface FlowResult {
