@@ -1,10 +1,10 @@
 import { isIP } from 'node:net'
 import { Value } from '@sinclair/typebox/value'
 import { Config } from '../schemas/config.js'
+import { StartupError } from './common/errors.js'
 
-export class ConfigError extends Error {
-  override name = 'ConfigError'
-}
+/** A setting that is not valid: the start stops with the message, which names each. */
+export class ConfigError extends StartupError {}
 
 function convert(raw: string, schema: { type?: unknown; anyOf?: Array<{ const?: unknown }> }): unknown {
   if (schema.type === 'boolean') {

@@ -1,12 +1,13 @@
 import { buildApp, type App } from './app.js'
-import { ConfigError, loadConfig } from './config.js'
+import { StartupError } from './common/errors.js'
+import { loadConfig } from './config.js'
 import { installFatalPolicy } from './fatal.js'
 import { startupMessage } from './startup.js'
 import type { Config } from '../schemas/config.js'
 
 /** Stops the start with one line: what is wrong and which setting to change; the stack only when nothing is known. */
 function fail(err: unknown, config?: Config, phase: 'build' | 'listen' = 'build'): never {
-  const known = err instanceof ConfigError ? err.message : config ? startupMessage(err, config, phase) : undefined
+  const known = err instanceof StartupError ? err.message : config ? startupMessage(err, config, phase) : undefined
   console.error(known ? `Roster could not start: ${known}` : err)
   process.exit(1)
 }

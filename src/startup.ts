@@ -22,9 +22,6 @@ export function startupMessage(err: unknown, config: Config, phase: 'build' | 'l
   const e = err as SystemError
   const code = typeof e?.code === 'string' ? e.code : ''
   const db = databaseTarget(config.DATABASE_URL)
-  // These say what to do already: the metrics port (metrics/plugin.ts), the embedded file (database/index.ts) and
-  // the SMTP CA file (mail/transports.ts).
-  if ((code === 'METRICS_PORT' || code === 'SQLITE_FILE' || code === 'SMTP_CA_FILE') && err instanceof Error) return err.message
   // The database is first reached when the app becomes ready, which may be inside listen: its errors are told apart
   // from the listener's by what failed (a listener's error names `listen`, or the HOST it tried to resolve).
   const listener = (e as { syscall?: unknown }).syscall === 'listen' || (e as { hostname?: unknown }).hostname === config.HOST
@@ -44,8 +41,6 @@ export function startupMessage(err: unknown, config: Config, phase: 'build' | 'l
     }
   }
   switch (code) {
-    case 'ER_NO_DB_ERROR':
-      return `DATABASE_URL names no database (${db}): add one, as in mysql://user:password@host:3306/roster`
     case 'ER_BAD_DB_ERROR':
       return `DATABASE_URL names a database that does not exist (${db}): create it (create database … character set utf8mb4) or correct DATABASE_URL`
     case 'ER_ACCESS_DENIED_ERROR':

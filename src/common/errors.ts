@@ -155,3 +155,14 @@ export const userNotFound = (what: string) => new NotFound('USER_NOT_FOUND', `No
 export const emailNotFound = (detail: string) => new NotFound('EMAIL_NOT_FOUND', detail)
 export const invalidField = (path: string, where: NonNullable<FieldError['in']>, message: string, detail = `${path.slice(1)} ${message}`) =>
   new InvalidInput(detail, [{ path, in: where, message }])
+
+/**
+ * A setting that cannot work, found while the service starts (a port in use, a file that cannot be made or read):
+ * its message is the one line the start prints (src/startup.ts), naming the setting and what to do.
+ */
+export class StartupError extends Error {
+  constructor(message: string, options?: { cause: unknown }) {
+    super(message, options)
+    this.name = new.target.name
+  }
+}

@@ -5,6 +5,7 @@ import { CompiledQuery, Kysely, Migrator, sql, SqliteDialect, type Transaction }
 import { createPool } from 'mysql2'
 import type { Database } from '../../db/types.js'
 import { migrationProvider } from '../../db/migrations/index.js'
+import { StartupError } from '../common/errors.js'
 import type { PoolUse } from '../metrics/kinds.js'
 import { connectionsHeld, PreparingMysqlDialect, readRows } from './mysql-driver.js'
 import { cachingStatements } from './sqlite.js'
@@ -65,8 +66,7 @@ const MAX_PREPARED_STATEMENTS = 128
 export const DEFAULT_SQLITE_FILE = './data/roster.sqlite'
 
 /** The embedded database's file cannot be made where DATABASE_URL says: the start fails with this one line. */
-export class DatabaseFileError extends Error {
-  readonly code = 'SQLITE_FILE'
+export class DatabaseFileError extends StartupError {
   constructor(file: string, cause: NodeJS.ErrnoException) {
     super(`DATABASE_URL: cannot create the SQLite file ${file} (${cause.code ?? cause.message}${cause.path && cause.path !== file ? ` at ${cause.path}` : ''}): ` +
       'name a path in a directory the service may write to', { cause })

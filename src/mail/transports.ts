@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs'
 import nodemailer from 'nodemailer'
+import { StartupError } from '../common/errors.js'
 import type { Rendered } from './templates.js'
 
 /** A rendered mail to one recipient. */
@@ -22,8 +23,7 @@ export interface MailTransport {
 }
 
 /** SMTP_CA_FILE cannot be read: the start fails with this one line (startup.ts). */
-export class SmtpCaError extends Error {
-  readonly code = 'SMTP_CA_FILE'
+export class SmtpCaError extends StartupError {
   constructor(path: string, cause: NodeJS.ErrnoException) {
     super(`SMTP_CA_FILE=${path} cannot be read (${cause.code ?? cause.message}): name a PEM file the service may read, or unset it to trust the system's CAs`, { cause })
   }

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http'
 import fp from 'fastify-plugin'
 import type { FastifyInstance, onResponseHookHandler } from 'fastify'
+import { StartupError } from '../common/errors.js'
 import { Metrics } from './metrics.js'
 
 declare module 'fastify' {
@@ -62,8 +63,7 @@ async function metrics(app: FastifyInstance): Promise<void> {
 }
 
 /** The metrics port could not be had: the start fails with one line that names the setting (startup.ts). */
-export class MetricsPortError extends Error {
-  readonly code = 'METRICS_PORT'
+export class MetricsPortError extends StartupError {
   constructor(port: number, host: string, cause: Error & { code?: string }) {
     super(cause.code === 'EADDRINUSE'
       ? `METRICS_PORT=${port} is in use on ${host}: stop what holds it, set METRICS_PORT to a free port, or to 0 to turn the metrics off`
