@@ -158,7 +158,7 @@ export const invalidField = (path: string, where: NonNullable<FieldError['in']>,
 
 /**
  * A setting that cannot work, found while the service starts (a port in use, a file that cannot be made or read):
- * its message is the one line the start prints (src/startup.ts), naming the setting and what to do.
+ * its message is the one line the start prints (src/server.ts), naming the setting and what to do.
  */
 export class StartupError extends Error {
   constructor(message: string, options?: { cause: unknown }) {

@@ -31,7 +31,7 @@ export interface OpenDatabase {
   read: DirectRead
   /** Applies every pending migration (see migrateToLatest), its statements not bound by the request deadline. */
   migrate: () => Promise<string[]>
-  /** MySQL: the pool's use, from its own events (the embedded engine has no pool). */
+  /** MySQL: the pool's use: connections the driver's sessions hold, and waits counted from the pool's events. */
   poolUse?: () => PoolUse
 }
 

@@ -22,7 +22,7 @@ export interface MailTransport {
   close(): void
 }
 
-/** SMTP_CA_FILE cannot be read: the start fails with this one line (startup.ts). */
+/** SMTP_CA_FILE cannot be read: the start fails with this one line. */
 export class SmtpCaError extends StartupError {
   constructor(path: string, cause: NodeJS.ErrnoException) {
     super(`SMTP_CA_FILE=${path} cannot be read (${cause.code ?? cause.message}): name a PEM file the service may read, or unset it to trust the system's CAs`, { cause })

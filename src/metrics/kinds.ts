@@ -1,8 +1,9 @@
-// What features and resources report to the metrics (metrics.ts), as plain types: no module that reports imports the
-// metrics library.
+// What features and resources report to the metrics (metrics.ts), as plain types and values: no module that reports
+// imports the metrics library.
 
 /** What a login ended as (`roster_logins_total`). */
-export type LoginResult = 'success' | 'invalid_credentials' | 'banned' | 'throttled'
+export const LOGIN_RESULTS = ['success', 'invalid_credentials', 'banned', 'throttled'] as const
+export type LoginResult = typeof LOGIN_RESULTS[number]
 /** What a delivery attempt of the outbox ended as (`roster_outbox_deliveries_total`). */
 export type DeliveryResult = 'delivered' | 'retried' | 'failed'
 /** The kinds of message the outbox holds. */

@@ -1,5 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
-import type { DeliveryResult, LoginResult, OutboxBacklog, OutboxKind, PoolUse } from './kinds.js'
+import { LOGIN_RESULTS, type DeliveryResult, type LoginResult, type OutboxBacklog, type OutboxKind, type PoolUse } from './kinds.js'
 
 /** OpenTelemetry's recommended boundaries for HTTP server durations, in seconds. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
@@ -37,16 +37,19 @@ export class Metrics {
   constructor() {
     collectDefaultMetrics({ register: this.registry })
     // Zero from the start, so that a rate() over a fresh process has a series to work on.
-    for (const result of ['success', 'invalid_credentials', 'banned', 'throttled'] as const) this.logins.inc({ result }, 0)
+    for (const result of LOGIN_RESULTS) this.logins.inc({ result }, 0)
     const backlogs = this.backlogs
     // A backlog that cannot be read (the database is down) is left out of the scrape: no figure rather than a stale one.
-    const read = async () => (await Promise.all([...backlogs].map(async ([kind, backlog]) => {
+    const readAll = async () => (await Promise.all([...backlogs].map(async ([kind, backlog]) => {
       try {
         return [[kind, await backlog()] as const]
       } catch {
         return []
       }
     }))).flat()
+    // The two outbox gauges are collected side by side in one scrape: they share one read (one query per kind).
+    let reading: ReturnType<typeof readAll> | undefined
+    const read = () => (reading ??= readAll().finally(() => { reading = undefined }))
     new Gauge({
       name: 'roster_outbox_pending', help: 'Messages waiting in the outbox, by kind', labelNames: ['kind'] as const, registers: [this.registry],
       async collect() {

@@ -23,24 +23,26 @@ async function metrics(app: FastifyInstance): Promise<void> {
   const recorded = new Metrics()
   app.decorate('metrics', recorded)
   const port = app.config.METRICS_PORT
-  // Off (METRICS_PORT=0), nothing would read them: requests are not timed.
-  if (port !== 0) {
-    // Each route's own hook, its template known when it is registered: reading it from the request
-    // (`request.routeOptions`, an object built on each read) cost more than the observation itself.
-    const timer = (route: string): onResponseHookHandler => (request, reply, done) => {
-      recorded.answered(request.method, route, reply.statusCode, reply.elapsedTime / 1000)
-      done()
-    }
-    app.addHook('onRoute', (route) => {
-      route.onResponse = [...[route.onResponse ?? []].flat(), timer(route.url)]
-    })
-    // What matches no route is timed as one series, `unmatched`, not one per URL.
-    const unmatched = timer('unmatched')
-    app.addHook('onResponse', (request, reply, done) => {
-      if (request.is404) unmatched.call(app, request, reply, done)
-      else done()
-    })
+  // Off (METRICS_PORT=0), nothing would read them: requests are not timed, and no server is made.
+  if (port === 0) {
+    app.decorate('listenMetrics', async () => {})
+    return
   }
+  // Each route's own hook, its template known when it is registered: reading it from the request
+  // (`request.routeOptions`, an object built on each read) cost more than the observation itself.
+  const timer = (route: string): onResponseHookHandler => (request, reply, done) => {
+    recorded.answered(request.method, route, reply.statusCode, reply.elapsedTime / 1000)
+    done()
+  }
+  app.addHook('onRoute', (route) => {
+    route.onResponse = [...[route.onResponse ?? []].flat(), timer(route.url)]
+  })
+  // What matches no route is timed as one series, `unmatched`, not one per URL.
+  const unmatched = timer('unmatched')
+  app.addHook('onResponse', (request, reply, done) => {
+    if (request.is404) unmatched.call(app, request, reply, done)
+    else done()
+  })
   const server = createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '/').split('?')[0] !== '/metrics') {
       res.writeHead(404, { 'content-type': 'text/plain' }).end('Not found: the metrics are at GET /metrics\n')
@@ -54,7 +56,7 @@ async function metrics(app: FastifyInstance): Promise<void> {
       }
     )
   })
-  app.decorate('listenMetrics', async () => { if (port !== 0) await listen(server, port, app.config.HOST) })
+  app.decorate('listenMetrics', () => listen(server, port, app.config.HOST))
   app.addHook('onClose', async () => {
     if (!server.listening) return
     server.closeAllConnections()
@@ -62,7 +64,7 @@ async function metrics(app: FastifyInstance): Promise<void> {
   })
 }
 
-/** The metrics port could not be had: the start fails with one line that names the setting (startup.ts). */
+/** The metrics port could not be had: the start fails with this one line, naming the setting. */
 export class MetricsPortError extends StartupError {
   constructor(port: number, host: string, cause: Error & { code?: string }) {
     super(cause.code === 'EADDRINUSE'
