@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely'
+import type { ActorType, EventType } from '../schemas/event.js'
 import type { UserRole, UserStatus } from '../schemas/user.js'
 
 /** Times are stored as integer milliseconds since the epoch on both engines: no time zone or precision drift. */
@@ -121,6 +122,31 @@ export interface IdempotencyKeysTable {
   expires_at: number
 }
 
+export interface EventsTable {
+  id: Generated<number>
+  /** `evt_` and a ULID: the id clients see, and the `webhook-id` of its deliveries. */
+  public_id: string
+  type: EventType
+  /** The user the event is about (kept after the user is deleted). */
+  user_id: number | null
+  actor_type: ActorType
+  actor_id: number | null
+  request_id: string | null
+  /** The resource as the API presented it after the change (before it, for a removal), JSON. */
+  data: string
+  /** The changed fields' values before the change, JSON; null for a creation. */
+  previous: string | null
+  occurred_at: number
+  /** The event's place in the feed, given after its transaction committed; null until then. */
+  position: number | null
+}
+
+/** Counters handed out under a row lock: `events` is the last feed position given. */
+export interface EventSequenceTable {
+  name: string
+  value: number
+}
+
 export interface AppSecretsTable {
   name: string
   value: string
@@ -136,4 +162,6 @@ export interface Database {
   mail_outbox: MailOutboxTable
   idempotency_keys: IdempotencyKeysTable
   app_secrets: AppSecretsTable
+  events: EventsTable
+  event_sequence: EventSequenceTable
 }

@@ -30,6 +30,7 @@ export const Config = Type.Object(
     PASSWORD_RESET_TTL_SECONDS: Int(1, 31_536_000, 3600, 'Lifetime of a password reset token'),
     MAIL_MAX_PER_CLIENT: Int(1, 100_000, 20, 'Requests that cause mail (sign-ups, address changes, resends, password resets) per client address per LOGIN_WINDOW_SECONDS before 429; an admin\'s are not counted'),
     UNVERIFIED_CLAIM_SECONDS: Int(1, 315_360_000, 604_800, 'An address left unverified this long after it was set may be taken by another user'),
+    EVENT_RETENTION_SECONDS: Int(1, 315_360_000, 2_592_000, 'Events are kept this long, then purged'),
     SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://[^\\s]+$', description: 'smtp://user:pass@host:587 or smtps://…; unset: mail is written to the log' })),
     SMTP_CA_FILE: Type.Optional(Type.String({ minLength: 1, description: 'PEM file of the CA(s) that sign the SMTP server\'s certificate, trusted instead of the system\'s (a private relay)' })),
     MAIL_FROM: Type.String({ default: 'Roster <no-reply@roster.invalid>', minLength: 3, maxLength: 320, pattern: '@', description: 'Sender of every mail' }),

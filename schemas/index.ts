@@ -1,3 +1,4 @@
+import { Actor, Event, EventCollection, EventType } from './event.js'
 import { Session, SessionCollection } from './session.js'
 import { Token, TokenRequest } from './token.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from './email.js'
@@ -11,5 +12,6 @@ export const sharedSchemas = [
   UserStatus, UserRole, User, UserCollection, NewUser, NameValue, StatusValue, RoleValue, PasswordChange,
   Email, EmailCollection, NewEmail, EmailChange, PrimaryEmailValue, VerificationSent,
   EmailVerification, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm,
-  Session, SessionCollection, TokenRequest, Token
+  Session, SessionCollection, TokenRequest, Token,
+  EventType, Actor, Event, EventCollection
 ]

@@ -4,6 +4,8 @@ import type { Config } from '../schemas/config.js'
 import './types.js'
 import database from './database/plugin.js'
 import emailRoutes from './emails/routes.js'
+import events from './events/plugin.js'
+import feedRoutes from './feed/routes.js'
 import healthRoutes from './health/routes.js'
 import bodies from './http/bodies.js'
 import clientAddress from './http/client-address.js'
@@ -21,6 +23,7 @@ import limits from './limits/plugin.js'
 import accessLog from './logging/access-log.js'
 import type { LogSink } from './logging/destination.js'
 import { logging } from './logging/logger.js'
+import type { SequencerOptions } from './events/sequencer.js'
 import type { DelivererOptions } from './mail/deliverer.js'
 import mail from './mail/plugin.js'
 import services from './services.js'
@@ -35,6 +38,8 @@ export interface BuildOptions {
   logStream?: LogSink
   /** Timings of the mail deliverer (polling, retries); tests shorten them. */
   mail?: Partial<DelivererOptions>
+  /** Timings of the events' sequencer and purge; tests shorten them. */
+  events?: Partial<SequencerOptions>
 }
 
 /**
@@ -62,6 +67,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(cursors)
   await app.register(limits)
   await app.register(mail, options.mail ?? {})
+  await app.register(events, options.events ?? {})
   await app.register(idempotency)
   await app.register(services)
   // The route machinery, then the routes: every route gets its steps from `steps`.
@@ -74,6 +80,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(userRoutes)
   await app.register(emailRoutes)
   await app.register(verificationRoutes)
+  await app.register(feedRoutes)
   await app.register(firstAdmin)
   return app
 }

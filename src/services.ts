@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { AddressMail } from './accounts/address-mail.js'
 import { meetsOwasp, Passwords } from './accounts/secrets.js'
 import { EmailsService } from './emails/service.js'
+import { FeedService } from './feed/service.js'
 import { SessionsService } from './sessions/service.js'
 import { UsersService } from './users/service.js'
 import { VerificationService } from './verification/service.js'
@@ -12,6 +13,7 @@ export interface Services {
   emails: EmailsService
   sessions: SessionsService
   verification: VerificationService
+  feed: FeedService
 }
 
 declare module 'fastify' {
@@ -50,8 +52,10 @@ async function services(app: FastifyInstance): Promise<void> {
     verification: new VerificationService(db, passwords, addressMail, limits.guard, {
       resendSeconds: config.VERIFICATION_RESEND_SECONDS, resetAnswerMs: RESET_ANSWER_MS
     }),
+    feed: new FeedService(db, app.sequencer),
     sessions: new SessionsService(db, passwords, limits.guard, {
       loggedIn: (result) => app.metrics.login(result),
+      unrecorded: (err) => app.log.error({ err }, 'events: a login.failed event could not be written'),
       accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,
       refreshTtlSeconds: config.REFRESH_TOKEN_TTL_SECONDS,
       sessionMaxAgeSeconds: config.SESSION_MAX_AGE_SECONDS,
@@ -60,4 +64,4 @@ async function services(app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(services, { name: 'services', dependencies: ['database', 'limits', 'mail', 'metrics'] })
+export default fp(services, { name: 'services', dependencies: ['database', 'limits', 'mail', 'metrics', 'events'] })

@@ -8,6 +8,7 @@ import { createConnection } from 'mysql2/promise'
 import { buildApp, type App } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
 import type { DelivererOptions } from '../src/mail/deliverer.js'
+import type { SequencerOptions } from '../src/events/sequencer.js'
 
 /** Which engine this run of the suite uses: set by scripts/test.mjs for each leg. */
 export const ENGINE = process.env.TEST_DB === 'mysql' ? 'mysql' : 'sqlite'
@@ -66,6 +67,8 @@ export interface BuildOptions {
   logStream?: { write: (line: string) => void }
   /** Timings of the mail deliverer. */
   mail?: Partial<DelivererOptions>
+  /** Timings of the events' sequencer and purge. */
+  events?: Partial<SequencerOptions>
 }
 
 /** Builds the app on a fresh database, with an admin, closed (and its database dropped) when the test ends. */
@@ -88,7 +91,7 @@ export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
     PASSWORD_HASH_PASSES: '1',
     ...options.env
   })
-  const app = await buildApp(config, { logStream: options.logStream, mail: options.mail })
+  const app = await buildApp(config, { logStream: options.logStream, mail: options.mail, events: options.events })
   t.teardown(async () => {
     await app.close()
     await db.drop()

@@ -4,6 +4,7 @@ import * as m0002 from './0002_primary_user_fk.js'
 import * as m0003 from './0003_sessions.js'
 import * as m0004 from './0004_verified_addresses.js'
 import * as m0005 from './0005_idempotency_keys.js'
+import * as m0006 from './0006_events.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
@@ -11,7 +12,8 @@ export const migrations: Record<string, Migration> = {
   '0002_primary_user_fk': m0002,
   '0003_sessions': m0003,
   '0004_verified_addresses': m0004,
-  '0005_idempotency_keys': m0005
+  '0005_idempotency_keys': m0005,
+  '0006_events': m0006
 }
 
 export const migrationProvider: MigrationProvider = {

@@ -5,6 +5,8 @@ import { foldedKey, sameMailbox } from '../common/text.js'
 import { isUniqueViolation } from '../database/errors.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
+import { recordEvent, type Cause } from '../events/record.js'
+import { presentEmail } from './present.js'
 import { lockUser, touchUser } from './users.js'
 
 export type EmailRow = Pick<Selectable<EmailsTable>, 'id' | 'user_id' | 'address' | 'primary_user_id' | 'version' | 'created_at' | 'verified_at'>
@@ -78,14 +80,27 @@ export async function markPrimary(trx: Trx, emailId: number, userId: number, now
 }
 
 /**
- * After a user's primary address went: its oldest verified remaining address (else its oldest, version 1's rule for
- * a user with no verified address left) becomes primary, and the user's representation changes.
+ * After a user's primary address `former` went: its oldest verified remaining address (else its oldest, version
+ * 1's rule for a user with no verified address left) becomes primary (`email.primary_changed`), and the user's
+ * representation changes.
  */
-export async function promoteOldest(trx: Trx, userId: number, now: number): Promise<void> {
-  const oldest = await trx.selectFrom('emails').select('id').where('user_id', '=', userId)
+export async function promoteOldest(trx: Trx, former: EmailRow, now: number, cause: Cause): Promise<void> {
+  const userId = former.user_id
+  const oldest = await trx.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', '=', userId)
     .orderBy(sql`case when verified_at is null then 1 else 0 end`).orderBy('created_at').orderBy('id').limit(1).executeTakeFirst()
-  if (oldest) await markPrimary(trx, oldest.id, userId, now)
+  if (oldest) {
+    await markPrimary(trx, oldest.id, userId, now)
+    await recordEvent(trx, cause, 'email.primary_changed', userId, presentEmail({ ...oldest, primary_user_id: userId }, cause.base),
+      { email_id: former.id, address: former.address })
+  }
   await touchUser(trx, userId, now)
+}
+
+/** Removes an address (`email.removed`, with the address as it was), promoting another if it was the primary. */
+export async function removeEmail(trx: Trx, row: EmailRow, cause: Cause): Promise<void> {
+  await deleteEmailRow(trx, row.id)
+  await recordEvent(trx, cause, 'email.removed', row.user_id, presentEmail(row, cause.base))
+  if (row.primary_user_id !== null) await promoteOldest(trx, row, Date.now(), cause)
 }
 
 /** The address's row if it is an unverified claim set at or before `cutoff` (a stale claim), locked (MySQL). */
@@ -103,7 +118,9 @@ async function findStaleClaim(trx: Trx, address: string, cutoff: number): Promis
  * write is tried once more: an unverified claim cannot keep an address from its real owner for ever. The former
  * holder loses the address; if it was its primary, its oldest remaining address (verified first) becomes primary.
  */
-export async function claimingStale<T>(trx: Trx, address: string, claimant: number, cutoff: number, write: () => Promise<T>): Promise<T> {
+export async function claimingStale<T>(
+  trx: Trx, address: string, claimant: number, cutoff: number, cause: Cause, write: () => Promise<T>
+): Promise<T> {
   try {
     return await write()
   } catch (err) {
@@ -114,8 +131,7 @@ export async function claimingStale<T>(trx: Trx, address: string, claimant: numb
     await lockUser(trx, stale.user_id)
     const held = await lockEmail(trx, stale.user_id, { id: stale.id })
     if (!held || held.verified_at !== null || !sameMailbox(held.address, address)) throw err
-    await deleteEmailRow(trx, held.id)
-    if (held.primary_user_id !== null) await promoteOldest(trx, held.user_id, Date.now())
+    await removeEmail(trx, held, cause)
     return write()
   }
 }

@@ -1,4 +1,20 @@
+import type { Selectable } from 'kysely'
+import type { SessionsTable } from '../../db/types.js'
+import type { SessionEndReason } from '../../schemas/event.js'
 import type { Trx } from '../database/index.js'
+import { recordEvent, type Cause } from '../events/record.js'
+import { presentSession } from './present.js'
+
+export type SessionRow = Pick<Selectable<SessionsTable>, 'id' | 'user_id' | 'created_at' | 'last_used_at' | 'expires_at' | 'client'>
+
+export const SESSION_COLUMNS = ['id', 'user_id', 'created_at', 'last_used_at', 'expires_at', 'client'] as const
+
+/** One `session.ended` event per session, saying why, before the sessions go. */
+export async function recordEnded(trx: Trx, cause: Cause, rows: SessionRow[], reason: SessionEndReason): Promise<void> {
+  for (const row of rows) {
+    await recordEvent(trx, cause, 'session.ended', row.user_id, { ...presentSession(row, cause.base, null), reason })
+  }
+}
 
 /** Deletes sessions by id with their access and refresh tokens. */
 export async function deleteSessions(trx: Trx, ids: number[]): Promise<void> {
@@ -19,19 +35,22 @@ export interface Keep {
  * or all but what `keep` names. Runs in the transaction of the change that causes it, after that change has
  * locked the user row, so no login or refresh can add a session in between.
  */
-export async function endSessions(trx: Trx, userId: number, keep?: Keep): Promise<void> {
-  let sessions = trx.selectFrom('sessions').select('id').where('user_id', '=', userId)
+export async function endSessions(trx: Trx, userId: number, cause: Cause, reason: SessionEndReason, keep?: Keep): Promise<void> {
+  let sessions = trx.selectFrom('sessions').select(SESSION_COLUMNS).where('user_id', '=', userId)
   if (keep?.sessionId) sessions = sessions.where('id', '!=', keep.sessionId)
-  await deleteSessions(trx, (await sessions.execute()).map((r) => r.id))
+  const rows = await sessions.execute()
+  await recordEnded(trx, cause, rows, reason)
+  await deleteSessions(trx, rows.map((r) => r.id))
   let legacy = trx.deleteFrom('tokens').where('user_id', '=', userId).where('session_id', 'is', null)
   if (keep && keep.sessionId === null) legacy = legacy.where('token_hash', '!=', keep.tokenHash)
   await legacy.execute()
 }
 
 /** Ends one session of a user; whether there was one. */
-export async function endSession(trx: Trx, userId: number, sessionId: number): Promise<boolean> {
-  const row = await trx.selectFrom('sessions').select('id').where('id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst()
+export async function endSession(trx: Trx, userId: number, sessionId: number, cause: Cause, reason: SessionEndReason): Promise<boolean> {
+  const row = await trx.selectFrom('sessions').select(SESSION_COLUMNS).where('id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst()
   if (!row) return false
+  await recordEnded(trx, cause, [row], reason)
   await deleteSessions(trx, [row.id])
   return true
 }

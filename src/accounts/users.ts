@@ -64,6 +64,19 @@ export async function lockUser(trx: Trx, id: number): Promise<Pick<UserRow, 'ver
   return row
 }
 
+/**
+ * The user as it stands, locked for the rest of the transaction (MySQL), with its primary address (locked with it):
+ * what a change reads before writing, to check If-Match and to tell the values it replaces. USER_NOT_FOUND when
+ * there is no such user.
+ */
+export async function lockUserRow(trx: Trx, id: number): Promise<UserRow> {
+  let q = selectUsers(trx).where('users.id', '=', id)
+  if (locksRows(trx)) q = q.forUpdate()
+  const row = await q.executeTakeFirst()
+  if (!row) throw userNotFound(`id ${id}`)
+  return row
+}
+
 /** Marks a user's representation as changed (its primary address moved): new version, new ETag. */
 export async function touchUser(trx: Trx, id: number, now: number): Promise<void> {
   await trx.updateTable('users').set((eb) => ({ version: eb('version', '+', 1), updated_at: now })).where('id', '=', id).execute()

@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { tokenHash } from '../accounts/secrets.js'
 import { type DomainError, Forbidden, Unauthenticated } from '../common/errors.js'
+import type { Cause } from '../events/record.js'
 import type { RouteStep } from '../http/lifecycle.js'
 import type { Caller, FindCaller } from './caller.js'
 import { allows, AUTH_RULES, isAuthRule, type AuthRule } from './rules.js'
@@ -65,4 +66,17 @@ export function mailingClient(request: FastifyRequest): string | null {
 export function callerOf(request: FastifyRequest): Caller {
   if (!request.caller) throw new Unauthenticated()
   return request.caller
+}
+
+/**
+ * What a request's changes are recorded as caused by: the caller acting on itself (`user`), an admin acting on
+ * another user or on none in particular (`admin`), or nobody signed in (`anonymous`); with the request's id.
+ */
+export function causeOf(request: FastifyRequest): Cause {
+  const caller = request.caller
+  const target = (request.params as { user_id?: number } | undefined)?.user_id
+  const base = request.server.config.PUBLIC_URL ?? ''
+  if (!caller) return { actor: { type: 'anonymous', id: null }, requestId: request.id, base }
+  const type = caller.role === 'admin' && target !== caller.id ? 'admin' : 'user'
+  return { actor: { type, id: caller.id }, requestId: request.id, base }
 }

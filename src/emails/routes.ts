@@ -5,12 +5,12 @@ import { EmailParams, PageQuery, UserParams } from '../../schemas/common.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from '../../schemas/email.js'
 import { ref } from '../../schemas/ref.js'
 import { isoTimestamp } from '../common/timestamps.js'
-import { mailingClient } from '../auth/steps.js'
+import { causeOf, mailingClient } from '../auth/steps.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
 import { FORM_TYPES, IdempotencyKey, IfMatch, NoContent, pageUnder, problems, tagged } from '../http/responses.js'
-import { emailPath, presentEmail } from './present.js'
+import { emailPath, presentEmail } from '../accounts/present.js'
 
 const tags = ['emails']
 
@@ -102,7 +102,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
       response: { 201: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'EMAIL_TAKEN', 'EMAIL_LIMIT', 'IDEMPOTENCY_KEY_IN_USE'], 413, 415, 422) }
     }
   }, async (request, reply) => {
-    const row = await service.add(request.params.user_id, request.body.address, mailingClient(request))
+    const row = await service.add(request.params.user_id, request.body.address, mailingClient(request), causeOf(request))
     const email = presentEmail(row, base)
     return reply.code(201).header('location', email.href).send(tagged(reply, row.version, email))
   })
@@ -118,7 +118,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
     preValidation: formBooleans
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
-    const row = await service.update(userId, emailId, request.body, ifMatchVersions(request.headers['if-match']), mailingClient(request))
+    const row = await service.update(userId, emailId, request.body, ifMatchVersions(request.headers['if-match']), mailingClient(request), causeOf(request))
     return tagged(reply, row.version, presentEmail(row, base))
   })
 
@@ -132,7 +132,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { user_id: userId, email_id: emailId } = request.params
-    await service.remove(userId, { id: emailId }, ifMatchVersions(request.headers['if-match']))
+    await service.remove(userId, { id: emailId }, ifMatchVersions(request.headers['if-match']), causeOf(request))
     return reply.code(204).send(null)
   })
 
@@ -145,7 +145,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
       response: { 204: NoContent, ...problems(400, [401, 'UNAUTHENTICATED', 'FORBIDDEN', 'EMAIL_REQUIRED'], [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND'], 412) }
     }
   }, async (request, reply) => {
-    await service.remove(request.params.user_id, 'primary', ifMatchVersions(request.headers['if-match']))
+    await service.remove(request.params.user_id, 'primary', ifMatchVersions(request.headers['if-match']), causeOf(request))
     return reply.code(204).send(null)
   })
 
@@ -178,7 +178,7 @@ const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
       },
       handler: async (request, reply) => {
         const userId = request.params.user_id
-        const { row, created } = await service.placePrimary(userId, request.body.email, ifMatchVersions(request.headers['if-match']), mailingClient(request))
+        const { row, created } = await service.placePrimary(userId, request.body.email, ifMatchVersions(request.headers['if-match']), mailingClient(request), causeOf(request))
         if (created) reply.code(201).header('location', base + emailPath(userId, row.id))
         return tagged(reply, row.version, presentEmail(row, base))
       }

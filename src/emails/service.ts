@@ -2,14 +2,16 @@ import type { EmailChange } from '../../schemas/email.js'
 import type { AddressMail, MailSlot } from '../accounts/address-mail.js'
 import { deleteEmailTokens } from '../accounts/address-tokens.js'
 import {
-  claimingStale, deleteEmailRow, findEmail, insertEmail, lockEmail, markPrimary, promoteOldest, type EmailRow, type EmailTarget
+  claimingStale, findEmail, insertEmail, lockEmail, markPrimary, removeEmail, type EmailRow, type EmailTarget
 } from '../accounts/addresses.js'
+import { presentEmail } from '../accounts/present.js'
 import { lockUser, pageOfUser, touchUser, userExists } from '../accounts/users.js'
 import { EmailLimit, EmailRequired, EmailUnverified, emailNotFound, invalidField, userNotFound, VersionConflict } from '../common/errors.js'
 import { sameMailbox } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, written } from '../database/transaction.js'
+import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import { countEmails, findPrimaryEmail, listEmails, rewriteAddress, unmarkPrimary } from './repository.js'
 
 export interface EmailsOptions {
@@ -65,17 +67,20 @@ export class EmailsService {
    * Adds an address to a user, unverified, and mails it a verification token; the first one becomes primary.
    * EMAIL_LIMIT past the limit, EMAIL_TAKEN if anyone's (unless a stale claim, given up). Mail limits: AddressMail.
    */
-  async add(userId: number, address: string, client: string | null): Promise<EmailRow> {
+  async add(userId: number, address: string, client: string | null, cause: Cause): Promise<EmailRow> {
     await this.mail.allow(client)
     return this.mail.withSlot(userId, address, (slot) => this.mailing(async (trx) => {
       await lockUser(trx, userId)
       const count = await countEmails(trx, userId)
       if (count >= this.options.maxPerUser) throw new EmailLimit(this.options.maxPerUser)
       const now = Date.now()
-      const emailId = await claimingStale(trx, address, userId, this.claimCutoff(now), () => insertEmail(trx, userId, address, count === 0, now))
+      const emailId = await claimingStale(trx, address, userId, this.claimCutoff(now), cause,
+        () => insertEmail(trx, userId, address, count === 0, now))
       if (count === 0) await touchUser(trx, userId, now)
       await this.mail.verification(trx, { id: emailId, user_id: userId, address }, now, slot)
-      return writtenEmail(trx, userId, emailId)
+      const added = await writtenEmail(trx, userId, emailId)
+      await recordEvent(trx, cause, 'email.added', userId, presentEmail(added, cause.base))
+      return added
     }))
   }
 
@@ -84,7 +89,7 @@ export class EmailsService {
    * verification token; only a verified address may become primary (EMAIL_UNVERIFIED), and the former primary is
    * told by mail. Changing the primary changes the user's representation too.
    */
-  async update(userId: number, emailId: number, change: EmailChange, expected: Expected, client: string | null): Promise<EmailRow> {
+  async update(userId: number, emailId: number, change: EmailChange, expected: Expected, client: string | null, cause: Cause): Promise<EmailRow> {
     // A new mailbox is mailed a verification, a new primary tells the former one: either counts as mail asked for.
     if (change.address !== undefined || change.primary === true) await this.mail.allow(client)
     // The slot is given exactly when an address is (below): only a new address can cause a verification mail.
@@ -93,10 +98,7 @@ export class EmailsService {
       let row = await lockEmail(trx, userId, { id: emailId })
       if (!row) throw missing(userId, { id: emailId })
       mustMatch(row.version, expected)
-      if (change.address !== undefined && slot) {
-        await this.rewrite(trx, row, change.address, slot)
-        row = await writtenEmail(trx, userId, emailId)
-      }
+      if (change.address !== undefined && slot) row = await this.rewrite(trx, row, change.address, slot, cause)
       if (change.primary === false && row.primary_user_id !== null) {
         throw invalidField('/primary', 'body', 'cannot be false for the primary address: make another address primary instead')
       }
@@ -109,6 +111,9 @@ export class EmailsService {
         await markPrimary(trx, row.id, userId, now)
         await touchUser(trx, userId, now)
         if (former) await this.mail.primaryChanged(trx, former.address, row.address, now)
+        row = { ...row, primary_user_id: userId }
+        await recordEvent(trx, cause, 'email.primary_changed', userId, presentEmail(row, cause.base),
+          former ? { email_id: former.id, address: former.address } : null)
       }
       return writtenEmail(trx, userId, emailId)
     })
@@ -119,24 +124,27 @@ export class EmailsService {
    * Places an address at the single-address path: replaces the primary in place (same id), or creates it when the
    * user has none. `created` tells which.
    */
-  async placePrimary(userId: number, address: string, expected: Expected, client: string | null): Promise<{ row: EmailRow; created: boolean }> {
+  async placePrimary(
+    userId: number, address: string, expected: Expected, client: string | null, cause: Cause
+  ): Promise<{ row: EmailRow; created: boolean }> {
     await this.mail.allow(client)
     return this.mail.withSlot(userId, address, (slot) => this.mailing(async (trx) => {
       await lockUser(trx, userId)
       const primary = await lockEmail(trx, userId, 'primary')
       if (primary) {
         mustMatch(primary.version, expected)
-        await this.rewrite(trx, primary, address, slot)
-        return { row: await writtenEmail(trx, userId, primary.id), created: false }
+        return { row: await this.rewrite(trx, primary, address, slot, cause), created: false }
       }
       // No primary means no address at all: each user with an address has exactly one primary. An If-Match
       // names a version of an address that does not exist.
       if (expected !== undefined) throw new VersionConflict()
       const now = Date.now()
-      const id = await claimingStale(trx, address, userId, this.claimCutoff(now), () => insertEmail(trx, userId, address, true, now))
+      const id = await claimingStale(trx, address, userId, this.claimCutoff(now), cause, () => insertEmail(trx, userId, address, true, now))
       await touchUser(trx, userId, now)
       await this.mail.verification(trx, { id, user_id: userId, address }, now, slot)
-      return { row: await writtenEmail(trx, userId, id), created: true }
+      const added = await writtenEmail(trx, userId, id)
+      await recordEvent(trx, cause, 'email.added', userId, presentEmail(added, cause.base))
+      return { row: added, created: true }
     }))
   }
 
@@ -144,30 +152,33 @@ export class EmailsService {
    * Removes an address. Removing the primary promotes the oldest verified remaining address (else the oldest); removing the last one is
    * EMAIL_REQUIRED while REQUIRE_EMAIL holds.
    */
-  async remove(userId: number, target: EmailTarget, expected: Expected): Promise<void> {
+  async remove(userId: number, target: EmailTarget, expected: Expected, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
       await lockUser(trx, userId)
       const row = await lockEmail(trx, userId, target)
       if (!row) throw missing(userId, target)
       mustMatch(row.version, expected)
       if (this.options.requireEmail && (await countEmails(trx, userId)) <= 1) throw new EmailRequired()
-      await deleteEmailRow(trx, row.id)
-      if (row.primary_user_id !== null) await promoteOldest(trx, userId, Date.now())
+      await removeEmail(trx, row, cause)
     })
   }
 
   /**
    * Writes a new text for an address. Another mailbox (not merely other letter case) is a new claim: unverified,
-   * its old tokens dead, a verification mail sent.
+   * its old tokens dead, a verification mail sent. The address as written (`email.changed`, with what it replaced).
    */
-  private async rewrite(trx: Trx, row: EmailRow, address: string, slot: MailSlot): Promise<void> {
+  private async rewrite(trx: Trx, row: EmailRow, address: string, slot: MailSlot, cause: Cause): Promise<EmailRow> {
     const now = Date.now()
     const newMailbox = !sameMailbox(address, row.address)
-    await claimingStale(trx, address, row.user_id, this.claimCutoff(now), () => rewriteAddress(trx, row.id, address, now, newMailbox))
+    await claimingStale(trx, address, row.user_id, this.claimCutoff(now), cause, () => rewriteAddress(trx, row.id, address, now, newMailbox))
     if (row.primary_user_id !== null) await touchUser(trx, row.user_id, now)
     if (newMailbox) {
       await deleteEmailTokens(trx, row.id)
       await this.mail.verification(trx, { id: row.id, user_id: row.user_id, address }, now, slot)
     }
+    const after = await writtenEmail(trx, row.user_id, row.id)
+    const shown = presentEmail(after, cause.base)
+    await recordEvent(trx, cause, 'email.changed', row.user_id, shown, changedFields(presentEmail(row, cause.base), shown))
+    return after
   }
 }

@@ -41,8 +41,11 @@ const VERSIONED = new Set(['#/components/schemas/User', '#/components/schemas/Em
  * whose second POST is 422 IDEMPOTENCY_KEY_REUSED) and a paging cursor (an example is no valid cursor). Their
  * descriptions say what goes there.
  */
+/** The query parameters that carry a place in a collection: `cursor`, or `after` (an event id) in the feeds. */
+const PAGE_CURSORS = ['cursor', 'after']
+
 function prefillsHarm(parameter: Parameter): boolean {
-  return parameter.in === 'path' || parameter.in === 'header' || parameter.name === 'cursor'
+  return parameter.in === 'path' || parameter.in === 'header' || PAGE_CURSORS.includes(parameter.name)
 }
 
 function withoutExamples(parameter: Parameter): void {
@@ -137,7 +140,8 @@ export function completeDocument(doc: Document, options: DocumentOptions = { for
     if (method === 'get' && /Collection$/.test(okRef)) {
       // Machine-readable paging, for generators that build iterators: the page size and cursor parameters, and
       // where the items and the next page's link are in the answer.
-      op['x-pagination'] = { style: 'cursor', limitParam: 'limit', cursorParam: 'cursor', itemsField: 'items', nextField: 'next', nextHeader: 'Link' }
+      const cursorParam = (op.parameters ?? []).some((p) => !isReference(p) && p.in === 'query' && p.name === 'after') ? 'after' : 'cursor'
+      op['x-pagination'] = { style: 'cursor', limitParam: 'limit', cursorParam, itemsField: 'items', nextField: 'next', nextHeader: 'Link' }
     }
     if (method === 'get' && ok) {
       responses['304'] = { description: 'Not modified: If-None-Match names the current ETag', headers: { ETag: header('ETag') } }

@@ -73,7 +73,7 @@ export function tagged<T>(reply: FastifyReply, version: number, body: T): T {
   return body
 }
 
-export interface PageOptions<R extends { id: number }, T> {
+export interface PageOptions<R, T> {
   base: string
   path: string
   /** The query that selects the collection (limit included, cursor not). */
@@ -81,22 +81,26 @@ export interface PageOptions<R extends { id: number }, T> {
   limit: number
   /** The cursor this page was asked with, if any. */
   cursor: string | undefined
+  /** The query parameter the cursor goes in: `cursor`, unless the collection names it otherwise (`after`). */
+  cursorParam?: string
   /** Rows fetched with one more than `limit`: its presence says a next page exists. */
   rows: R[]
-  nextCursor: (lastId: number) => string
+  /** The cursor of the page after the one ending with `last`. */
+  nextCursor: (last: R) => string
   present: (row: R) => T
 }
 
 /** A collection's answer (version 1's rule 1): its href, its items, the next page's link (also as a Link header). */
-export function collection<R extends { id: number }, T>(reply: FastifyReply, o: PageOptions<R, T>) {
+export function collection<R, T>(reply: FastifyReply, o: PageOptions<R, T>) {
   const page = o.rows.slice(0, o.limit)
   const last = page[page.length - 1]
-  const next = o.rows.length > o.limit && last
-    ? collectionHref(o.base, o.path, [...o.params, ['cursor', o.nextCursor(last.id)]])
+  const param = o.cursorParam ?? 'cursor'
+  const next = o.rows.length > o.limit && last !== undefined
+    ? collectionHref(o.base, o.path, [...o.params, [param, o.nextCursor(last)]])
     : null
   if (next) reply.header('link', `<${next}>; rel="next"`)
   return {
-    href: collectionHref(o.base, o.path, o.cursor === undefined ? o.params : [...o.params, ['cursor', o.cursor]]),
+    href: collectionHref(o.base, o.path, o.cursor === undefined ? o.params : [...o.params, [param, o.cursor]]),
     items: page.map(o.present),
     next
   }
@@ -121,7 +125,7 @@ export async function pageUnder<R extends { id: number }, T>(reply: FastifyReply
   const after = cursor === undefined ? 0 : o.cursors.decode(cursor, o.scope)
   return collection(reply, {
     base: o.base, path: o.path, params: [['limit', String(limit)]], limit, cursor, rows: await o.fetch(after, limit),
-    nextCursor: (id) => o.cursors.encode(id, o.scope), present: o.present
+    nextCursor: (last) => o.cursors.encode(last.id, o.scope), present: o.present
   })
 }
 

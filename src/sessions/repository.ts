@@ -1,13 +1,12 @@
-import type { Insertable, Selectable } from 'kysely'
+import type { Insertable } from 'kysely'
 import type { SessionsTable } from '../../db/types.js'
 import type { Db, Trx } from '../database/index.js'
 import { addressLookupKey } from '../common/text.js'
 import { locksRows } from '../database/transaction.js'
-import { deleteSessions } from '../accounts/sessions.js'
+import { deleteSessions, recordEnded, SESSION_COLUMNS as columns, type SessionRow } from '../accounts/sessions.js'
+import type { Cause } from '../events/record.js'
 
-export type SessionRow = Pick<Selectable<SessionsTable>, 'id' | 'user_id' | 'created_at' | 'last_used_at' | 'expires_at' | 'client'>
-
-const columns = ['id', 'user_id', 'created_at', 'last_used_at', 'expires_at', 'client'] as const
+export type { SessionRow }
 
 /** A user's live sessions after `afterId`, in id order, one more than `limit`. */
 export function listSessions(db: Db, userId: number, now: number, afterId: number, limit: number): Promise<SessionRow[]> {
@@ -30,12 +29,16 @@ export async function renewSession(trx: Trx, sessionId: number, now: number, exp
   await trx.updateTable('sessions').set({ last_used_at: now, expires_at: expiresAt }).where('id', '=', sessionId).execute()
 }
 
-/** Before a new session: ends the user's expired sessions, and its oldest ones past `max - 1`. */
-export async function makeRoom(trx: Trx, userId: number, now: number, max: number): Promise<void> {
-  const rows = await trx.selectFrom('sessions').select(['id', 'expires_at', 'ends_at']).where('user_id', '=', userId).orderBy('id').execute()
+/**
+ * Before a new session: drops the user's expired sessions (ended already: no event), and ends its oldest live ones
+ * past `max - 1` (`session.ended`, reason `session_limit`).
+ */
+export async function makeRoom(trx: Trx, userId: number, now: number, max: number, cause: Cause): Promise<void> {
+  const rows = await trx.selectFrom('sessions').select([...columns, 'ends_at']).where('user_id', '=', userId).orderBy('id').execute()
   const expired = rows.filter((r) => r.expires_at <= now || r.ends_at <= now)
   const live = rows.filter((r) => r.expires_at > now && r.ends_at > now)
   const excess = live.slice(0, Math.max(0, live.length - (max - 1)))
+  await recordEnded(trx, cause, excess, 'session_limit')
   await deleteSessions(trx, [...expired, ...excess].map((r) => r.id))
 }
 

@@ -4,13 +4,12 @@ import { Id, PageQuery, UserParams } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import { SessionCollection } from '../../schemas/session.js'
 import { Token, TokenRequest } from '../../schemas/token.js'
-import { callerOf } from '../auth/steps.js'
+import { callerOf, causeOf } from '../auth/steps.js'
 import { invalidField } from '../common/errors.js'
 import { isoTimestamp } from '../common/timestamps.js'
 import { withMultipart } from '../http/bodies.js'
 import { FORM_TYPES, IdempotencyKey, NoContent, pageUnder, problems } from '../http/responses.js'
-import { presentUser } from '../users/present.js'
-import { presentSession } from './present.js'
+import { presentSession, presentUser } from '../accounts/present.js'
 import type { Issued } from './service.js'
 
 /** The fields a grant needs, present: 400 naming the missing one otherwise. */
@@ -64,7 +63,7 @@ const sessionWrites: FastifyPluginAsyncTypebox = async (writes) => {
       response: { 204: NoContent, ...problems(400, 401, [404, 'USER_NOT_FOUND', 'SESSION_NOT_FOUND']) }
     }
   }, async (request, reply) => {
-    await service.end(request.params.user_id, request.params.session_id)
+    await service.end(request.params.user_id, request.params.session_id, causeOf(request))
     return reply.code(204).send(null)
   })
 
@@ -77,7 +76,7 @@ const sessionWrites: FastifyPluginAsyncTypebox = async (writes) => {
       response: { 204: NoContent, ...problems(400, 401, [404, 'USER_NOT_FOUND']) }
     }
   }, async (request, reply) => {
-    await service.endAll(request.params.user_id)
+    await service.endAll(request.params.user_id, causeOf(request))
     return reply.code(204).send(null)
   })
 }
@@ -105,9 +104,9 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
     const body = request.body
     const grant = body.grant_type ?? 'password'
     const issued: Issued = grant === 'refresh_token'
-      ? await service.refresh(requireField(body.refresh_token, 'refresh_token', grant))
+      ? await service.refresh(requireField(body.refresh_token, 'refresh_token', grant), causeOf(request))
       : await service.login(requireField(body.email, 'email', grant), requireField(body.password, 'password', grant),
-        { address: request.client, agent: request.headers['user-agent'] })
+        { address: request.client, agent: request.headers['user-agent'] }, causeOf(request))
     return reply.code(201).header('cache-control', 'no-store').send({
       token: issued.token,
       token_type: 'Bearer',
@@ -128,7 +127,7 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
       response: { 204: NoContent, ...problems([401, 'UNAUTHENTICATED']) }
     }
   }, async (request, reply) => {
-    await service.logout(callerOf(request))
+    await service.logout(callerOf(request), causeOf(request))
     return reply.code(204).send(null)
   })
 }

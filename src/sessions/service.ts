@@ -1,3 +1,4 @@
+import { presentSession } from '../accounts/present.js'
 import { isTokenShaped, newToken, tokenHash, type Passwords } from '../accounts/secrets.js'
 import { endSession, endSessions } from '../accounts/sessions.js'
 import { findUserById, lockUser, pageOfUser, type UserRow } from '../accounts/users.js'
@@ -6,6 +7,7 @@ import { NotFound, RateLimited, Unauthenticated } from '../common/errors.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, written } from '../database/transaction.js'
+import { asActor, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import type { LoginResult } from '../metrics/kinds.js'
 import {
@@ -16,6 +18,8 @@ import {
 export interface SessionsOptions {
   /** Told how each password login ended (the metrics). */
   loggedIn?: (result: LoginResult) => void
+  /** Told when a `login.failed` event could not be written (it is written after the answer, so as not to delay it). */
+  unrecorded?: (err: unknown) => void
   accessTtlSeconds: number
   refreshTtlSeconds: number
   sessionMaxAgeSeconds: number
@@ -58,10 +62,10 @@ export class SessionsService {
    * banned user learns it is banned only once its password checked out. Each check is first reserved with the
    * login guard (429 past a limit, unchecked).
    */
-  async login(email: string, password: string, client: ClientInfo): Promise<Issued> {
+  async login(email: string, password: string, client: ClientInfo, cause: Cause): Promise<Issued> {
     const told = this.options.loggedIn ?? (() => {})
     try {
-      const issued = await this.checkLogin(email, password, client)
+      const issued = await this.checkLogin(email, password, client, cause)
       told('success')
       return issued
     } catch (err) {
@@ -71,10 +75,14 @@ export class SessionsService {
     }
   }
 
-  private async checkLogin(email: string, password: string, client: ClientInfo): Promise<Issued> {
+  private async checkLogin(email: string, password: string, client: ClientInfo, cause: Cause): Promise<Issued> {
     const found = await findCredentials(this.db, email)
     const attempt = await this.guard.attempt(found ? `u${found.id}` : `e${foldedKey(email)}`, client.address)
-    if (!(await this.passwords.verify(found?.password_hash, password)) || !found) throw wrongCredentials()
+    if (!(await this.passwords.verify(found?.password_hash, password)) || !found) {
+      // Recorded without waiting: an unknown address writes nothing, and the answer must not take longer for a known one.
+      if (found) this.recordFailure(found.id, email, client, cause)
+      throw wrongCredentials()
+    }
     await attempt.succeeded()
     if (found.status === 'BANNED') throw banned()
     const issued = await inTransaction(this.db, async (trx) => {
@@ -83,24 +91,34 @@ export class SessionsService {
       const current = await lockCredentials(trx, found.id)
       if (!current || current.password_hash !== found.password_hash) return wrongCredentials()
       if (current.status === 'BANNED') return banned()
+      const signedIn = asActor(cause, { type: 'user', id: found.id })
       await purgeExpiredAccessTokens(trx, found.id, now)
-      await makeRoom(trx, found.id, now, this.options.maxSessionsPerUser)
+      await makeRoom(trx, found.id, now, this.options.maxSessionsPerUser, signedIn)
       const endsAt = now + this.options.sessionMaxAgeSeconds * 1000
       const sessionId = await insertSession(trx, {
         user_id: found.id, created_at: now, last_used_at: now, client: (client.agent ?? '').slice(0, MAX_CLIENT),
         expires_at: Math.min(now + this.options.refreshTtlSeconds * 1000, endsAt), ends_at: endsAt
       })
-      return this.issue(trx, found.id, sessionId, now)
+      const issued = await this.issue(trx, found.id, sessionId, now)
+      await recordEvent(trx, signedIn, 'session.created', found.id, presentSession(issued.session, cause.base, null))
+      return issued
     })
     if (issued instanceof Unauthenticated) throw issued
     return issued
+  }
+
+  /** `login.failed`: a wrong password for an existing account, in a transaction of its own, after the answer. */
+  private recordFailure(userId: number, email: string, client: ClientInfo, cause: Cause): void {
+    const data = { email, client: (client.agent ?? '').slice(0, MAX_CLIENT) }
+    inTransaction(this.db, (trx) => recordEvent(trx, cause, 'login.failed', userId, data))
+      .catch((err: unknown) => (this.options.unrecorded ?? (() => {}))(err))
   }
 
   /**
    * A new pair for a refresh token, which is spent. A spent one presented again is a replay: the whole session
    * ends (committed before the answer), REFRESH_TOKEN_REUSED. Unknown, expired or revoked: INVALID_GRANT.
    */
-  async refresh(refreshToken: string): Promise<Issued> {
+  async refresh(refreshToken: string, cause: Cause): Promise<Issued> {
     if (!isTokenShaped(refreshToken)) throw invalidGrant()
     const hash = tokenHash(refreshToken)
     // Its user is learnt first, so that the user row is locked before the token's row, in the order every
@@ -113,7 +131,7 @@ export class SessionsService {
       const row = await findRefresh(trx, hash, true)
       if (!user || !row || user.status !== 'ACTIVE') return 'invalid'
       if (row.used_at !== null || !(await spendRefresh(trx, row.id, now))) {
-        await endSession(trx, row.user_id, row.session_id)
+        await endSession(trx, row.user_id, row.session_id, cause, 'replay_detected')
         return 'reused'
       }
       if (row.expires_at <= now || row.session_expires_at <= now || row.ends_at <= now) return 'invalid'
@@ -126,10 +144,10 @@ export class SessionsService {
   }
 
   /** Ends the caller's session (a token from before sessions is revoked alone). */
-  async logout(caller: Caller): Promise<void> {
+  async logout(caller: Caller, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
       if (caller.session_id === null) await deleteToken(trx, caller.tokenHash)
-      else await endSession(trx, caller.id, caller.session_id)
+      else await endSession(trx, caller.id, caller.session_id, cause, 'signed_out')
     })
   }
 
@@ -138,18 +156,18 @@ export class SessionsService {
   }
 
   /** Ends one session: its access and refresh tokens stop working at once. */
-  async end(userId: number, sessionId: number): Promise<void> {
+  async end(userId: number, sessionId: number, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
       await lockUser(trx, userId)
-      if (!(await endSession(trx, userId, sessionId))) throw new NotFound('SESSION_NOT_FOUND', `User ${userId} has no session with id ${sessionId}`)
+      if (!(await endSession(trx, userId, sessionId, cause, 'revoked'))) throw new NotFound('SESSION_NOT_FOUND', `User ${userId} has no session with id ${sessionId}`)
     })
   }
 
   /** Ends every session of the user, the caller's included. */
-  async endAll(userId: number): Promise<void> {
+  async endAll(userId: number, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
       await lockUser(trx, userId)
-      await endSessions(trx, userId)
+      await endSessions(trx, userId, cause, 'revoked')
     })
   }
 

@@ -4,12 +4,12 @@ import { PAGE_SIZE, UserParams } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import { EmailParam, NameValue, NewUser, PasswordChange, RoleValue, StatusValue, User, UserCollection, UserQuery } from '../../schemas/user.js'
 import { InvalidInput } from '../common/errors.js'
-import { callerOf, mailingClient } from '../auth/steps.js'
+import { callerOf, causeOf, mailingClient } from '../auth/steps.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
 import { collection, FORM_TYPES, IdempotencyKey, IfMatch, NoContent, problems, tagged, type ProblemStatus } from '../http/responses.js'
-import { presentUser } from './present.js'
+import { presentUser } from '../accounts/present.js'
 import type { NameFilter } from './repository.js'
 import type { UserChange } from './service.js'
 
@@ -57,7 +57,7 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     return collection(reply, {
       base, path: '/users', params, limit, cursor: q.cursor,
       rows: await service.list(caller, filters, after, limit),
-      nextCursor: (id) => app.cursors.encode(id, scope),
+      nextCursor: (last) => app.cursors.encode(last.id, scope),
       present: (row) => presentUser(row, base)
     })
   })
@@ -105,7 +105,7 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
       response: { 201: ref(User), ...problems(400, 401, [409, 'EMAIL_TAKEN', 'IDEMPOTENCY_KEY_IN_USE'], 413, 415, 422, 429) }
     }
   }, async (request, reply) => {
-    const row = await service.signUp(request.caller, request.body, mailingClient(request))
+    const row = await service.signUp(request.caller, request.body, mailingClient(request), causeOf(request))
     const user = presentUser(row, base)
     return reply.code(201).header('location', user.href).send(tagged(reply, row.version, user))
   })
@@ -119,7 +119,7 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
       response: { 204: NoContent, ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'LAST_ADMIN'], 412) }
     }
   }, async (request, reply) => {
-    await service.remove(request.params.user_id, ifMatchVersions(request.headers['if-match']))
+    await service.remove(request.params.user_id, ifMatchVersions(request.headers['if-match']), causeOf(request))
     return reply.code(204).send(null)
   })
 
@@ -147,7 +147,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: ref(User), ...problems(400, 401, [404, 'USER_NOT_FOUND'], ...conflicts, 412, 413) }
       }
     }, async (request, reply) => {
-      const row = await service.change(request.params.user_id, change(request.body as Static<S>), ifMatchVersions(request.headers['if-match']))
+      const row = await service.change(request.params.user_id, change(request.body as Static<S>), ifMatchVersions(request.headers['if-match']), causeOf(request))
       return tagged(reply, row.version, presentUser(row, base))
     })
   }
@@ -167,7 +167,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const { password, current_password: current } = request.body
-    await service.changePassword(callerOf(request), request.params.user_id, password, current, ifMatchVersions(request.headers['if-match']), request.client)
+    await service.changePassword(callerOf(request), request.params.user_id, password, current, ifMatchVersions(request.headers['if-match']), request.client, causeOf(request))
     return reply.code(204).send(null)
   })
 }

@@ -1,17 +1,20 @@
 import type { Updateable } from 'kysely'
 import type { UsersTable } from '../../db/types.js'
+import type { EventType, SessionEndReason } from '../../schemas/event.js'
 import type { UserRole, UserStatus } from '../../schemas/user.js'
 import type { AddressMail } from '../accounts/address-mail.js'
 import { claimingStale, deleteUserEmails, insertEmail } from '../accounts/addresses.js'
 import type { Passwords } from '../accounts/secrets.js'
+import { presentUser } from '../accounts/present.js'
 import { endSessions, type Keep } from '../accounts/sessions.js'
-import { findUserById, lockUser, updateUserRow, userExists, type UserRow } from '../accounts/users.js'
+import { findUserById, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
-import { EmailTaken, Forbidden, invalidField, LastAdmin, Unauthenticated, userNotFound, VersionConflict } from '../common/errors.js'
+import { EmailTaken, Forbidden, invalidField, LastAdmin, Unauthenticated, userNotFound } from '../common/errors.js'
 import { storedNameKey } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, written } from '../database/transaction.js'
+import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import { deleteUserRow, findPasswordHash, findUserByAddress, insertUser, listUsers, lockActiveAdmins, type UserFilters } from './repository.js'
 
@@ -25,6 +28,17 @@ export interface NewUserInput {
 
 /** What an admin or the user itself may change at a key path (the password has a rule of its own). */
 export type UserChange = { name: string } | { status: UserStatus } | { role: UserRole }
+
+/** What a write does beside its columns: the event it records, and the sessions it ends. */
+interface WriteEffects {
+  type: EventType
+  /** The user's fields as the change leaves them (those a client sees). */
+  shown?: Partial<Pick<UserRow, 'name' | 'status' | 'role'>>
+  /** Asked with the row as it was: whether the change ends the user's sessions (all, or all but `keep`), and why. */
+  ending?: (before: UserRow) => { reason: SessionEndReason; keep?: Keep | undefined } | undefined
+  /** The change may leave the user no longer an active admin. */
+  removesAdmin?: boolean
+}
 
 export interface UsersOptions {
   /** Anyone may sign up; else only admins create users. */
@@ -92,11 +106,11 @@ export class UsersService {
    * Sign-up, or an admin creating a user: `role` and `status` only from an admin. Its verification mail counts
    * against `client`'s mail limit (null: an admin's request).
    */
-  async signUp(caller: Caller | null, input: NewUserInput, client: string | null): Promise<UserRow> {
+  async signUp(caller: Caller | null, input: NewUserInput, client: string | null, cause: Cause): Promise<UserRow> {
     if (!this.options.signupOpen) requireAdmin(caller, 'Sign-up is closed: only an admin may create users')
     if (input.role !== undefined || input.status !== undefined) requireAdmin(caller, 'Only an admin may set role or status')
     await this.mail.allow(client)
-    return this.create({ ...input, role: input.role ?? 'user', status: input.status ?? 'ACTIVE' })
+    return this.create({ ...input, role: input.role ?? 'user', status: input.status ?? 'ACTIVE' }, cause)
   }
 
   /**
@@ -104,7 +118,7 @@ export class UsersService {
    * address the operator configured, `verified`, is taken as verified). EMAIL_TAKEN when the address is anyone's
    * already, unless a stale unverified claim, which is given up.
    */
-  async create(input: NewUserInput & { role: UserRole; status: UserStatus }, verified = false): Promise<UserRow> {
+  async create(input: NewUserInput & { role: UserRole; status: UserStatus }, cause: Cause, verified = false): Promise<UserRow> {
     const name = input.name.trim()
     const nameKey = storedNameKey(name)
     const passwordHash = await this.passwords.hash(input.password)
@@ -115,10 +129,12 @@ export class UsersService {
         status: input.status, role: input.role, version: 1, created_at: now, updated_at: now
       })
       const cutoff = now - this.options.claimSeconds * 1000
-      const emailId = await claimingStale(trx, input.email, id, cutoff, () => insertEmail(trx, id, input.email, true, now, verified))
+      const emailId = await claimingStale(trx, input.email, id, cutoff, cause, () => insertEmail(trx, id, input.email, true, now, verified))
       // A new user: its address has had no mail from it yet.
       if (!verified) await this.mail.verification(trx, { id: emailId, user_id: id, address: input.email }, now, 'always')
-      return writtenUser(trx, id)
+      const created = await writtenUser(trx, id)
+      await recordEvent(trx, cause, 'user.created', id, presentUser(created, cause.base))
+      return created
     })
     this.mail.committed()
     if (!verified) await this.mail.sentWithoutSlot(row.id, input.email)
@@ -129,10 +145,10 @@ export class UsersService {
    * The first admin: created when no user has the address; an existing user with it is left as it is. The address
    * comes from the operator's configuration, not from a client, so it is taken as verified.
    */
-  async ensureAdmin(email: string, password: string): Promise<boolean> {
+  async ensureAdmin(email: string, password: string, cause: Cause): Promise<boolean> {
     if (await findUserByAddress(this.db, email)) return false
     try {
-      await this.create({ name: 'Administrator', email, password, role: 'admin', status: 'ACTIVE' }, true)
+      await this.create({ name: 'Administrator', email, password, role: 'admin', status: 'ACTIVE' }, cause, true)
       return true
     } catch (err) {
       if (err instanceof EmailTaken) return false // another instance created it meanwhile
@@ -141,18 +157,23 @@ export class UsersService {
   }
 
   /** Renames, bans or reinstates, promotes or demotes. A ban and a demotion end every session of the user. */
-  change(id: number, change: UserChange, expected: Expected): Promise<UserRow> {
-    const changes: Updateable<UsersTable> =
-      'name' in change ? { name: change.name.trim(), name_search: storedNameKey(change.name.trim()) } : change
-    if ('status' in change && change.status === 'BANNED') {
-      return this.write(id, changes, expected, { removesAdmin: true, ending: async () => ({}) })
+  change(id: number, change: UserChange, expected: Expected, cause: Cause): Promise<UserRow> {
+    if ('name' in change) {
+      const name = change.name.trim()
+      return this.write(id, { name, name_search: storedNameKey(name) }, expected, cause, { type: 'user.updated', shown: { name } })
     }
-    if ('role' in change && change.role === 'user') {
+    if ('status' in change) {
+      const banning = change.status === 'BANNED'
+      return this.write(id, change, expected, cause, {
+        type: 'user.status_changed', shown: change, removesAdmin: banning, ending: () => (banning ? { reason: 'banned' } : undefined)
+      })
+    }
+    const demoting = change.role === 'user'
+    return this.write(id, change, expected, cause, {
       // A demotion ends the sessions of an admin; making a plain user a plain user again ends nothing.
-      const ending = async (trx: Trx) => ((await lockUser(trx, id)).role === 'admin' ? {} : undefined)
-      return this.write(id, changes, expected, { removesAdmin: true, ending })
-    }
-    return this.write(id, changes, expected)
+      type: 'user.role_changed', shown: change, removesAdmin: demoting,
+      ending: (before) => (demoting && before.role === 'admin' ? { reason: 'demoted' } : undefined)
+    })
   }
 
   /**
@@ -161,7 +182,7 @@ export class UsersService {
    * the user ends.
    */
   async changePassword(
-    caller: Caller, id: number, password: string, currentPassword: string | undefined, expected: Expected, client: string
+    caller: Caller, id: number, password: string, currentPassword: string | undefined, expected: Expected, client: string, cause: Cause
   ): Promise<void> {
     const self = caller.id === id
     if (self) {
@@ -176,40 +197,43 @@ export class UsersService {
     }
     const passwordHash = await this.passwords.hash(password)
     const keep: Keep | undefined = self ? { sessionId: caller.session_id, tokenHash: caller.tokenHash } : undefined
-    await this.write(id, { password_hash: passwordHash }, expected, { ending: async () => ({ keep }) })
+    await this.write(id, { password_hash: passwordHash }, expected, cause, {
+      type: 'password.changed', ending: () => ({ reason: 'password_changed', keep })
+    })
   }
 
-  /** Deletes a user with its addresses, sessions and tokens in one transaction. */
-  async remove(id: number, expected: Expected): Promise<void> {
+  /** Deletes a user with its addresses, sessions and tokens in one transaction (`user.deleted`, as it was). */
+  async remove(id: number, expected: Expected, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
       await keepAnAdmin(trx, id)
-      const row = await lockUser(trx, id)
+      const row = await lockUserRow(trx, id)
       mustMatch(row.version, expected)
-      await endSessions(trx, id)
+      await recordEvent(trx, cause, 'user.deleted', id, presentUser(row, cause.base))
+      await endSessions(trx, id, cause, 'user_deleted')
       await deleteUserEmails(trx, id)
       await deleteUserRow(trx, id)
     })
   }
 
   /**
-   * Applies changes if the user is at a version If-Match allows (checked in the UPDATE itself, which also locks the
-   * row against logins and refreshes in flight); 404 when the user is gone, else 412. A rename costs that UPDATE
-   * and the read of the result. `ending`, asked before the update (it may read the row, locked), says whether the
-   * change ends the user's sessions (all, or all but `keep`), in the same transaction; `removesAdmin`, whether the
-   * change may leave the user no longer an active admin.
+   * Applies changes if the user is at a version If-Match allows: the row is read locked (which also holds off
+   * logins and refreshes in flight), checked, written, and its event recorded with the values it replaced; the
+   * user as the change left it is made from what was read and written, not read again. 404 when the user is gone,
+   * else 412. `effects.ending` says whether the change ends the user's sessions, in the same transaction.
    */
-  private write(
-    id: number, changes: Updateable<UsersTable>, expected: Expected,
-    options: { ending?: (trx: Trx) => Promise<{ keep?: Keep | undefined } | undefined>; removesAdmin?: boolean } = {}
-  ): Promise<UserRow> {
+  private write(id: number, changes: Updateable<UsersTable>, expected: Expected, cause: Cause, effects: WriteEffects): Promise<UserRow> {
     return inTransaction(this.db, async (trx) => {
-      if (options.removesAdmin) await keepAnAdmin(trx, id)
-      const ends = options.ending ? await options.ending(trx) : undefined
-      const versions = Array.isArray(expected) ? expected : undefined
-      const changed = versions?.length === 0 ? false : await updateUserRow(trx, id, { ...changes, updated_at: Date.now() }, versions)
-      if (!changed) throw (await userExists(trx, id)) ? new VersionConflict() : userNotFound(`id ${id}`)
-      if (ends) await endSessions(trx, id, ends.keep)
-      return writtenUser(trx, id)
+      if (effects.removesAdmin) await keepAnAdmin(trx, id)
+      const before = await lockUserRow(trx, id)
+      mustMatch(before.version, expected)
+      const now = Date.now()
+      await updateUserRow(trx, id, { ...changes, updated_at: now })
+      const after: UserRow = { ...before, ...effects.shown, version: before.version + 1, updated_at: now }
+      const shown = presentUser(after, cause.base)
+      await recordEvent(trx, cause, effects.type, id, shown, changedFields(presentUser(before, cause.base), shown))
+      const ends = effects.ending?.(before)
+      if (ends) await endSessions(trx, id, cause, ends.reason, ends.keep)
+      return after
     })
   }
 }

@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Email } from '../../schemas/email.js'
 import { ref } from '../../schemas/ref.js'
 import { EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from '../../schemas/verification.js'
-import { presentEmail } from '../emails/present.js'
+import { presentEmail } from '../accounts/present.js'
+import { causeOf } from '../auth/steps.js'
 import { withMultipart } from '../http/bodies.js'
 import { FORM_TYPES, IdempotencyKey, NoContent, problems, tagged } from '../http/responses.js'
 
@@ -23,7 +24,7 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
       response: { 200: ref(Email), ...problems([400, 'VALIDATION_FAILED', 'INVALID_TOKEN'], 413, 415) }
     }
   }, async (request, reply) => {
-    const row = await service.confirm(request.body.token)
+    const row = await service.confirm(request.body.token, causeOf(request))
     return tagged(reply, row.version, presentEmail(row, base))
   })
 
@@ -52,7 +53,7 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
       response: { 204: NoContent, ...problems([400, 'VALIDATION_FAILED', 'INVALID_TOKEN'], 413, 415) }
     }
   }, async (request, reply) => {
-    await service.confirmReset(request.body.token, request.body.password, request.client)
+    await service.confirmReset(request.body.token, request.body.password, request.client, causeOf(request))
     return reply.code(204).send(null)
   })
 }

@@ -2,12 +2,14 @@ import type { AddressMail } from '../accounts/address-mail.js'
 import { deleteEmailTokens } from '../accounts/address-tokens.js'
 import { findEmail, lockEmail, markVerified, type EmailRow } from '../accounts/addresses.js'
 import { isTokenShaped, tokenHash, type Passwords } from '../accounts/secrets.js'
+import { presentEmail, presentUser } from '../accounts/present.js'
 import { endSessions } from '../accounts/sessions.js'
-import { lockUser, updateUserRow } from '../accounts/users.js'
+import { lockUser, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
 import { EmailAlreadyVerified, emailNotFound, InvalidToken, NotFound, RateLimited } from '../common/errors.js'
 import { addressLookupKey, sameMailbox } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, written } from '../database/transaction.js'
+import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import { deleteUserTokens, findEmailToken, findResetTarget, lastTokenAt } from './repository.js'
 
@@ -68,7 +70,7 @@ export class VerificationService {
    * Verifies the address a verification token was mailed to. The token is spent, with every other verification
    * token of the address. Unknown, spent, expired or dead with its address: INVALID_TOKEN.
    */
-  async confirm(token: string): Promise<EmailRow> {
+  async confirm(token: string, cause: Cause): Promise<EmailRow> {
     const hash = this.hashOf(token)
     const seen = await findEmailToken(this.db, hash, 'verify')
     if (!seen) throw new InvalidToken()
@@ -79,7 +81,7 @@ export class VerificationService {
       const now = Date.now()
       if (!row || row.expires_at <= now) throw new InvalidToken()
       await deleteEmailTokens(trx, row.email_id, 'verify')
-      if (row.verified_at === null) await markVerified(trx, row.email_id, now)
+      if (row.verified_at === null) return this.verify(trx, row.user_id, row.email_id, now, cause)
       return written(await findEmail(trx, row.user_id, row.email_id), `address ${row.email_id}`)
     })
   }
@@ -115,7 +117,7 @@ export class VerificationService {
    * address it was mailed to is verified (reading the mail proved it), and every session of the user ends.
    * Failed tokens count against the client's limit of failed checks.
    */
-  async confirmReset(token: string, password: string, client: string): Promise<void> {
+  async confirmReset(token: string, password: string, client: string, cause: Cause): Promise<void> {
     const attempt = await this.guard.attempt(null, client)
     const hash = this.hashOf(token)
     const seen = await findEmailToken(this.db, hash, 'reset')
@@ -123,17 +125,19 @@ export class VerificationService {
     await attempt.succeeded()
     const passwordHash = await this.passwords.hash(password)
     await inTransaction(this.db, async (trx) => {
-      await this.lockOwner(trx, seen.user_id)
+      const before = await this.lockOwner(trx, seen.user_id)
       const row = await findEmailToken(trx, hash, 'reset')
       const now = Date.now()
       if (!row || row.expires_at <= now) throw new InvalidToken()
       await deleteUserTokens(trx, row.user_id, 'reset')
       await updateUserRow(trx, row.user_id, { password_hash: passwordHash, updated_at: now })
+      const after = presentUser({ ...before, version: before.version + 1, updated_at: now }, cause.base)
+      await recordEvent(trx, cause, 'password.reset', row.user_id, after, changedFields(presentUser(before, cause.base), after))
       if (row.verified_at === null) {
         await deleteEmailTokens(trx, row.email_id, 'verify')
-        await markVerified(trx, row.email_id, now)
+        await this.verify(trx, row.user_id, row.email_id, now, cause)
       }
-      await endSessions(trx, row.user_id)
+      await endSessions(trx, row.user_id, cause, 'password_reset')
     })
   }
 
@@ -142,10 +146,20 @@ export class VerificationService {
     return tokenHash(token)
   }
 
-  /** Locks the token's user; a user deleted meanwhile took its tokens with it. */
-  private async lockOwner(trx: Trx, userId: number): Promise<void> {
+  /** Marks an address verified (`email.verified`): reading the mail proved it. The address as it is now. */
+  private async verify(trx: Trx, userId: number, emailId: number, now: number, cause: Cause): Promise<EmailRow> {
+    const before = written(await findEmail(trx, userId, emailId), `address ${emailId}`)
+    await markVerified(trx, emailId, now)
+    const after = { ...before, verified_at: now, version: before.version + 1 }
+    const shown = presentEmail(after, cause.base)
+    await recordEvent(trx, cause, 'email.verified', userId, shown, changedFields(presentEmail(before, cause.base), shown))
+    return after
+  }
+
+  /** Locks the token's user, as it stands; a user deleted meanwhile took its tokens with it. */
+  private async lockOwner(trx: Trx, userId: number): Promise<UserRow> {
     try {
-      await lockUser(trx, userId)
+      return await lockUserRow(trx, userId)
     } catch (err) {
       if (err instanceof NotFound) throw new InvalidToken()
       throw err

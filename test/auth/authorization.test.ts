@@ -42,6 +42,8 @@ const CONTRACT: Record<string, {
   'GET /users/:user_id/sessions': { rule: 'self-or-admin', ok: 200 },
   'DELETE /users/:user_id/sessions/:session_id': { rule: 'self-or-admin', ok: 204 },
   'DELETE /users/:user_id/sessions': { rule: 'self-or-admin', ok: 204 },
+  'GET /events': { rule: 'admin', ok: 200 },
+  'GET /users/:user_id/events': { rule: 'self-or-admin', ok: 200 },
   // Last: as 'other' and 'admin' it revokes the tokens the rows above use.
   'DELETE /auth/tokens/current': { rule: 'caller', ok: 204 }
 }
@@ -65,7 +67,8 @@ async function snapshot(app: App) {
   const sessions = await app.db.selectFrom('sessions').select(['id', 'user_id', 'expires_at']).orderBy('id').execute()
   const mails = await app.db.selectFrom('mail_outbox').select(['id']).orderBy('id').execute()
   const emailTokens = await app.db.selectFrom('email_tokens').select(['id']).orderBy('id').execute()
-  return JSON.stringify({ users, emails, tokens, sessions, mails, emailTokens })
+  const events = await app.db.selectFrom('events').select(['id']).orderBy('id').execute()
+  return JSON.stringify({ users, emails, tokens, sessions, mails, emailTokens, events })
 }
 
 async function fixture(app: App): Promise<Fixture> {

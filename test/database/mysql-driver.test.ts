@@ -16,7 +16,9 @@ t.test('MySQL: data statements run prepared, transactions keep one connection, a
   }
   // Counted on a pool of one, so that the counter read is the connection that ran the statement.
   const singleApp = await build(t, { env: { DB_POOL_SIZE: '1' } })
-  await singleApp.mail.stop() // the mail deliverer's background queries would run on that one connection too
+  // The mail deliverer's and the events' background queries would run on that one connection too.
+  await singleApp.mail.stop()
+  await singleApp.sequencer.stop()
   const single = singleApp.db
   const before = await executed(single)
   const admin = await single.selectFrom('users').select(['id', 'created_at']).where('id', '>', 0).limit(1).executeTakeFirstOrThrow()

@@ -116,7 +116,7 @@ t.test('the served document', async (t) => {
         t.ok(p.description ?? p.schema?.description, `${name}: parameter ${p.name} described`)
         const example = p.example !== undefined || p.examples || p.schema?.examples || p.schema?.example !== undefined
         // A page's "try it" fills its fields with examples: ids, headers and cursors get none (openapi-document.ts).
-        if (p.in === 'path' || p.in === 'header' || p.name === 'cursor') t.notOk(example, `${name}: parameter ${p.name} has no example to pre-fill`)
+        if (p.in === 'path' || p.in === 'header' || p.name === 'cursor' || p.name === 'after') t.notOk(example, `${name}: parameter ${p.name} has no example to pre-fill`)
         else t.ok(example || p.schema?.enum || p.schema?.$ref, `${name}: parameter ${p.name} has an example`)
       }
       for (const p of op.parameters ?? []) {
@@ -125,7 +125,8 @@ t.test('the served document', async (t) => {
         if (p.in === 'path' && p.name.endsWith('_id')) t.equal(p.schema.format, 'int64', `${name}: ${p.name} is int64`)
       }
       if (/Collection$/.test(op.responses['200']?.content?.['application/json']?.schema?.$ref ?? '')) {
-        t.match(op['x-pagination'], { cursorParam: 'cursor', limitParam: 'limit', nextField: 'next', itemsField: 'items' }, `${name}: machine-readable paging`)
+        const cursorParam = (op.parameters ?? []).some((p: { name: string }) => p.name === 'after') ? 'after' : 'cursor'
+        t.match(op['x-pagination'], { cursorParam, limitParam: 'limit', nextField: 'next', itemsField: 'items' }, `${name}: machine-readable paging`)
       }
       if (path.includes('{user_id}')) {
         t.ok(op.parameters.some((p: Obj) => p.in === 'path' && p.name === 'user_id' && p.schema.type === 'integer'), `${name}: user_id`)

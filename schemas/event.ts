@@ -1,0 +1,88 @@
+import { Type, type Static } from '@sinclair/typebox'
+import { Href, Id, Limit, Timestamp } from './common.js'
+import { ref, stringEnum } from './ref.js'
+
+/** Every event type: the only place they are written (the database, the feed's filter and the webhooks read these). */
+export const EVENT_TYPES = [
+  'user.created', 'user.updated', 'user.status_changed', 'user.role_changed', 'user.deleted',
+  'email.added', 'email.changed', 'email.verified', 'email.removed', 'email.primary_changed',
+  'password.changed', 'password.reset', 'session.created', 'session.ended', 'login.failed'
+] as const
+
+export const EventType = stringEnum(EVENT_TYPES, { $id: 'EventType', description: 'What changed' })
+export type EventType = Static<typeof EventType>
+
+export const ACTOR_TYPES = ['user', 'admin', 'anonymous', 'system'] as const
+export type ActorType = (typeof ACTOR_TYPES)[number]
+
+export const Actor = Type.Object(
+  {
+    type: stringEnum(ACTOR_TYPES, { description: 'user: the user itself; admin: an admin (id); anonymous: a request without a caller (sign-up, a mailed token, a refresh token); system: the service itself' }),
+    id: Type.Union([Id, Type.Null()], { description: 'The user or admin who made the change; null for anonymous and system' })
+  },
+  { $id: 'Actor', description: 'Who made the change' }
+)
+export type Actor = Static<typeof Actor>
+
+/** Why a session ended (`data.reason` of `session.ended`). */
+export const SESSION_END_REASONS = [
+  'signed_out', 'revoked', 'replay_detected', 'password_changed', 'password_reset', 'banned', 'demoted', 'user_deleted', 'session_limit'
+] as const
+export type SessionEndReason = (typeof SESSION_END_REASONS)[number]
+
+/** An event's id: also its place in the feed (`after`) and its deliveries' `webhook-id`. */
+const EVENT_ID_PATTERN = '^evt_[0-9A-HJKMNP-TV-Z]{26}$'
+export const EventId = Type.String({ pattern: EVENT_ID_PATTERN, description: 'evt_ and a ULID' })
+
+/** An event type, or a family of them (`user.*`). */
+const TypeFilter = Type.String({ pattern: '^(user|email|password|session|login)\\.([a-z_]+|\\*)$', maxLength: 40 })
+
+export const Event = Type.Object(
+  {
+    id: EventId,
+    type: ref(EventType),
+    occurred_at: Timestamp,
+    user_id: Type.Union([Id, Type.Null()], { description: 'The user the event is about' }),
+    actor: ref(Actor),
+    request_id: Type.Union([Type.String(), Type.Null()], { description: 'The X-Request-Id of the request that caused it; null for the service\'s own changes' }),
+    data: Type.Object({}, {
+      additionalProperties: true,
+      description: 'The resource as the API presents it after the change: a User, an E-mail, or a Session with `reason` (session.ended); for user.deleted and email.removed, as it was just before; for login.failed, `{ email, client }`'
+    }),
+    previous: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
+      description: 'The changed fields\' values before the change; null for a creation or a removal. For email.primary_changed, `{ email_id, address }` of the former primary'
+    })
+  },
+  { $id: 'Event', description: 'One change, written in the transaction that made it; it never holds a password, token, code or their hashes' }
+)
+export type Event = Static<typeof Event>
+
+export const EventCollection = Type.Object(
+  {
+    href: Href,
+    items: Type.Array(ref(Event)),
+    next: Type.Union([Type.String(), Type.Null()], { description: 'Link to the next page; null on the page that reaches the newest event' })
+  },
+  { $id: 'EventCollection', description: 'A page of events' }
+)
+
+export const EventQuery = Type.Object(
+  {
+    type: Type.Optional(Type.Array(TypeFilter, { maxItems: 20, description: 'Repeatable: a type (user.created) or a family (user.*)', examples: [['user.*', 'email.verified']] })),
+    user_id: Type.Optional(Id),
+    after: Type.Optional(Type.String({ pattern: EVENT_ID_PATTERN, description: 'The id of the last event seen (as `next` links carry it): the page starts after it' })),
+    limit: Limit
+  },
+  { additionalProperties: false }
+)
+export type EventQuery = Static<typeof EventQuery>
+
+/** The query of a user's own activity: newest first. */
+export const UserEventQuery = Type.Object(
+  {
+    type: EventQuery.properties.type,
+    after: Type.Optional(Type.String({ pattern: EVENT_ID_PATTERN, description: 'The id of the last event seen (as `next` links carry it): the page holds the older ones' })),
+    limit: Limit
+  },
+  { additionalProperties: false }
+)

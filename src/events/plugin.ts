@@ -1,0 +1,27 @@
+import fp from 'fastify-plugin'
+import type { FastifyInstance } from 'fastify'
+import { Sequencer, type SequencerOptions } from './sequencer.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Places committed events in the feed, and purges them past EVENT_RETENTION_SECONDS. */
+    sequencer: Sequencer
+  }
+}
+
+/**
+ * Events: written by the services in their transactions (record.ts); placed in the feed in the background from the
+ * moment the app is ready until it closes, woken after every answered write and polled for other instances' events.
+ */
+async function events(app: FastifyInstance, options: Partial<SequencerOptions>): Promise<void> {
+  const sequencer = new Sequencer(app.db, app.log, { retentionMs: app.config.EVENT_RETENTION_SECONDS * 1000, ...options })
+  app.decorate('sequencer', sequencer)
+  app.addHook('onResponse', (request, _reply, done) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD') sequencer.wake()
+    done()
+  })
+  app.addHook('onReady', async () => sequencer.start())
+  app.addHook('preClose', async () => sequencer.stop())
+}
+
+export default fp(events, { name: 'events', dependencies: ['database'] })

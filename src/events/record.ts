@@ -1,0 +1,53 @@
+import { monotonicFactory } from 'ulidx'
+import type { Actor, EventType } from '../../schemas/event.js'
+import type { Trx } from '../database/index.js'
+
+/** What caused a change: who made it, through which request, and where the links of its resources point. */
+export interface Cause {
+  actor: Actor
+  /** The request's X-Request-Id; null for the service's own changes. */
+  requestId: string | null
+  /** PUBLIC_URL or '': the base of every href in an event's data, as in the answers. */
+  base: string
+}
+
+/** A change the service makes by itself (the first admin at start, expiry), outside any request. */
+export const systemCause = (base: string): Cause => ({ actor: { type: 'system', id: null }, requestId: null, base })
+
+/** The same cause with another actor: a login is made by the user it signs in, whoever sent it. */
+export const asActor = (cause: Cause, actor: Actor): Cause => ({ ...cause, actor })
+
+/** A JSON object, as the presenters make them. */
+type Fields = object
+
+const nextUlid = monotonicFactory()
+
+/**
+ * The fields of `before` whose values differ in `after`, with their values before: `previous` of an update event.
+ * Compared by their JSON, as a client would see them.
+ */
+export function changedFields(before: Fields, after: Fields): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  const was = before as Record<string, unknown>
+  const now = after as Record<string, unknown>
+  for (const key of Object.keys(was)) {
+    if (JSON.stringify(was[key]) !== JSON.stringify(now[key])) out[key] = was[key]
+  }
+  return out
+}
+
+/**
+ * Writes one event in the transaction of the change it records: it exists if, and only if, the change commits.
+ * `data` and `previous` are what the API presents (never a secret: no password, hash, token or code reaches a
+ * presenter). The event gets its place in the feed once committed (sequencer.ts).
+ */
+export async function recordEvent(
+  trx: Trx, cause: Cause, type: EventType, userId: number | null, data: Fields, previous: Fields | null = null
+): Promise<void> {
+  await trx.insertInto('events').values({
+    public_id: `evt_${nextUlid()}`, type, user_id: userId,
+    actor_type: cause.actor.type, actor_id: cause.actor.id, request_id: cause.requestId,
+    data: JSON.stringify(data), previous: previous === null ? null : JSON.stringify(previous),
+    occurred_at: Date.now(), position: null
+  }).execute()
+}

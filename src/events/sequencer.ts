@@ -1,0 +1,146 @@
+import { sql } from 'kysely'
+import type { Db, Trx } from '../database/index.js'
+import { inTransaction, locksRows } from '../database/transaction.js'
+
+export interface SequencerLog {
+  warn(details: object, message: string): void
+}
+
+export interface SequencerOptions {
+  /** How often committed events are looked for when nothing woke the sequencer (another instance's, say). */
+  pollMs: number
+  /** Events given their place per transaction. */
+  batch: number
+  /** Events are kept this long (EVENT_RETENTION_SECONDS), then purged in batches. */
+  retentionMs: number
+  /** Events deleted per purge statement: short statements, short locks. */
+  purgeBatch: number
+  purgeEveryMs: number
+}
+
+export const SEQUENCER_DEFAULTS: SequencerOptions = {
+  pollMs: 1000, batch: 500, retentionMs: 30 * 86_400_000, purgeBatch: 500, purgeEveryMs: 60_000
+}
+
+/** An event just given its place, as what follows the feed (webhook deliveries) needs it. */
+export interface Sequenced {
+  id: number
+  type: string
+  position: number
+}
+
+/** Runs in the sequencing transaction, with the events it placed: what must follow the feed in its order. */
+export type OnSequenced = (trx: Trx, events: Sequenced[]) => Promise<void>
+
+/**
+ * Gives committed events their place in the feed, in the background. An event is written in its change's
+ * transaction without a position; a sequencing transaction locks the counter row (`event_sequence`), reads the
+ * events committed so far that have none, and numbers them after the last position given. Transactions that
+ * commit in another order than they began, and auto-increment ids with gaps (Galera), do not matter: a position is
+ * given only to a committed event, and always after every position given before it. So a reader that follows the
+ * feed by position never misses an event and never sees one twice. With several instances, the counter's row lock
+ * (on a cluster, certification at commit) lets one sequencing transaction through at a time.
+ */
+export class Sequencer {
+  private timer: NodeJS.Timeout | undefined
+  private running: Promise<void> | undefined
+  private again = false
+  private stopped = true
+  private lastPurge = 0
+  private readonly options: SequencerOptions
+
+  constructor(
+    private readonly db: Db, private readonly log: SequencerLog, options: Partial<SequencerOptions> = {},
+    private readonly onSequenced: OnSequenced = async () => {}
+  ) {
+    this.options = { ...SEQUENCER_DEFAULTS, ...options }
+  }
+
+  start(): void {
+    this.stopped = false
+    this.schedule(0)
+  }
+
+  /** Events were committed: place them now rather than at the next poll. */
+  wake(): void {
+    if (this.stopped) return
+    if (this.running) this.again = true
+    else this.schedule(0)
+  }
+
+  /**
+   * Places every event committed before this call (the feed's reads call it, so a reader sees what committed before
+   * it asked). Joins the run in progress, then makes one more.
+   */
+  async catchUp(): Promise<void> {
+    if (this.running) await this.running.catch(() => {})
+    await this.sequenceAll()
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true
+    clearTimeout(this.timer)
+    await this.running
+  }
+
+  private schedule(ms: number): void {
+    clearTimeout(this.timer)
+    this.timer = setTimeout(() => this.run(), ms)
+    this.timer.unref()
+  }
+
+  private run(): void {
+    if (this.running || this.stopped) return
+    this.again = false
+    this.running = this.sequenceAll().then(() => this.purgeIfDue())
+      .catch((err: unknown) => this.log.warn({ err }, 'events: could not place committed events in the feed; trying again'))
+      .finally(() => {
+        this.running = undefined
+        if (!this.stopped) this.schedule(this.again ? 0 : this.options.pollMs)
+      })
+  }
+
+  /** Places committed events until none is left without a place. */
+  private async sequenceAll(): Promise<void> {
+    while ((await inTransaction(this.db, (trx) => this.sequence(trx))) === this.options.batch);
+  }
+
+  private async sequence(trx: Trx): Promise<number> {
+    let counter = trx.selectFrom('event_sequence').select('value').where('name', '=', 'events')
+    if (locksRows(trx)) counter = counter.forUpdate()
+    const last = Number((await counter.executeTakeFirstOrThrow()).value)
+    // Read after the lock is held: every event committed by now is seen, and any committed later gets a later place.
+    const rows = await trx.selectFrom('events').select(['id', 'type']).where('position', 'is', null)
+      .orderBy('id').limit(this.options.batch).execute()
+    if (rows.length === 0) return 0
+    const placed = rows.map((r, i) => ({ id: r.id, type: r.type, position: last + i + 1 }))
+    await trx.updateTable('events')
+      .set({ position: sql<number>`case id ${sql.join(placed.map((e) => sql`when ${e.id} then ${e.position}`), sql` `)} end` })
+      .where('id', 'in', placed.map((e) => e.id)).execute()
+    await trx.updateTable('event_sequence').set({ value: last + placed.length }).where('name', '=', 'events').execute()
+    await this.onSequenced(trx, placed)
+    return placed.length
+  }
+
+  /** Deletes events older than the retention, a batch per statement, at most once every purgeEveryMs. */
+  private async purgeIfDue(): Promise<void> {
+    const now = Date.now()
+    if (now - this.lastPurge < this.options.purgeEveryMs) return
+    this.lastPurge = now
+    await purgeEvents(this.db, now - this.options.retentionMs, this.options.purgeBatch, () => this.stopped)
+  }
+}
+
+/** Deletes placed events that occurred before `before`, `batch` at a time, until none is left or `stop()` says so. */
+export async function purgeEvents(db: Db, before: number, batch: number, stop: () => boolean = () => false): Promise<number> {
+  let purged = 0
+  while (!stop()) {
+    const ids = (await db.selectFrom('events').select('id').where('occurred_at', '<', before).where('position', 'is not', null)
+      .orderBy('occurred_at').limit(batch).execute()).map((r) => r.id)
+    if (ids.length === 0) break
+    await db.deleteFrom('events').where('id', 'in', ids).execute()
+    purged += ids.length
+    if (ids.length < batch) break
+  }
+  return purged
+}

@@ -1,0 +1,18 @@
+import type { Event } from '../../schemas/event.js'
+import { isoTimestamp } from '../common/timestamps.js'
+import type { EventRow } from './repository.js'
+
+/** An event as the feed and the webhooks show it: `data` and `previous` as they were presented when it happened. */
+export function presentEvent(row: EventRow): Event {
+  return {
+    id: row.public_id,
+    type: row.type,
+    occurred_at: isoTimestamp(row.occurred_at),
+    user_id: row.user_id,
+    actor: { type: row.actor_type, id: row.actor_id },
+    request_id: row.request_id,
+    // Written by this service from its own presenters (record.ts): JSON objects.
+    data: JSON.parse(row.data) as Event['data'],
+    previous: row.previous === null ? null : (JSON.parse(row.previous) as NonNullable<Event['previous']>)
+  }
+}
