@@ -49,24 +49,59 @@ export interface EmailTokensTable {
   expires_at: number
 }
 
-export type MailState = 'pending' | 'sent' | 'failed'
+export type OutboxState = 'pending' | 'sent' | 'failed'
 
-export interface MailOutboxTable {
+/** What the outbox carries: mail, and webhook deliveries. */
+export type OutboxKind = 'mail' | 'webhook'
+
+/** One message to deliver, written in the transaction of the change that causes it (src/outbox/). */
+export interface OutboxTable {
   id: Generated<number>
-  /** Which template renders it (src/mail/templates.ts). */
-  kind: string
+  kind: OutboxKind
+  /** Mail: the template that renders it (src/mail/templates.ts); a webhook delivery: the event's type. */
+  template: string
+  /** Mail: the address; a webhook delivery: '' (sent to the webhook's URL as it is at the time). */
   recipient: string
-  /** The template's values, JSON; emptied once the mail is sent or given up, so no token outlives its mail. */
+  /** Mail: the template's values, JSON, emptied once sent or given up (no token outlives its mail); a webhook delivery: the event, JSON. */
   data: string
-  state: MailState
+  state: OutboxState
   attempts: number
   created_at: number
   /** When a deliverer may next take it: due now, after a retry delay, or after another instance's lease. */
   next_attempt_at: number
-  /** The deliverer run that took it last; only that run may mark it sent. */
+  /** The deliverer run that took it last; only that run may mark it. */
   claim: string | null
   sent_at: number | null
   last_error: string | null
+  webhook_id: number | null
+  /** The event's public id (`webhook-id`). */
+  event_id: string | null
+  last_attempt_at: number | null
+  /** The status of the receiver's last answer (webhooks); null when it gave none. */
+  last_status_code: number | null
+}
+
+export interface WebhooksTable {
+  id: Generated<number>
+  url: string
+  /** The event types and families it subscribes to, JSON (`["user.*", "email.verified"]`). */
+  events: string
+  /** 1 or 0. */
+  enabled: number
+  description: string
+  /** `whsec_…`: signs every delivery. */
+  secret: string
+  /** The secret before the last rotation, still signing beside the new one until `previous_secret_until`. */
+  previous_secret: string | null
+  previous_secret_until: number | null
+  disabled_reason: string | null
+  /** Since when every delivery attempt has failed; null after a success. */
+  failing_since: number | null
+  /** The delivery run sending to it now (one instance at a time), and until when. */
+  lease: string | null
+  lease_until: number | null
+  created_at: number
+  updated_at: number
 }
 
 export interface TokensTable {
@@ -159,7 +194,8 @@ export interface Database {
   sessions: SessionsTable
   refresh_tokens: RefreshTokensTable
   email_tokens: EmailTokensTable
-  mail_outbox: MailOutboxTable
+  outbox: OutboxTable
+  webhooks: WebhooksTable
   idempotency_keys: IdempotencyKeysTable
   app_secrets: AppSecretsTable
   events: EventsTable

@@ -24,7 +24,9 @@ import accessLog from './logging/access-log.js'
 import type { LogSink } from './logging/destination.js'
 import { logging } from './logging/logger.js'
 import type { SequencerOptions } from './events/sequencer.js'
-import type { DelivererOptions } from './mail/deliverer.js'
+import type { MailOptions } from './mail/kind.js'
+import type { DelivererOptions } from './outbox/deliverer.js'
+import outbox from './outbox/plugin.js'
 import mail from './mail/plugin.js'
 import services from './services.js'
 import sessionRoutes from './sessions/routes.js'
@@ -36,8 +38,8 @@ import verificationRoutes from './verification/routes.js'
 export interface BuildOptions {
   /** Where logs go (stdout by default); tests capture them here. */
   logStream?: LogSink
-  /** Timings of the mail deliverer (polling, retries); tests shorten them. */
-  mail?: Partial<DelivererOptions>
+  /** Timings of the outbox and its mail (polling, retries); tests shorten them. */
+  mail?: Partial<DelivererOptions & MailOptions>
   /** Timings of the events' sequencer and purge; tests shorten them. */
   events?: Partial<SequencerOptions>
 }
@@ -66,6 +68,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(errorHandler)
   await app.register(cursors)
   await app.register(limits)
+  await app.register(outbox, options.mail ?? {})
   await app.register(mail, options.mail ?? {})
   await app.register(events, options.events ?? {})
   await app.register(idempotency)

@@ -45,7 +45,7 @@ async function services(app: FastifyInstance): Promise<void> {
     resendSeconds: config.VERIFICATION_RESEND_SECONDS,
     maxPerClient: config.MAIL_MAX_PER_CLIENT,
     clientWindowSeconds: config.LOGIN_WINDOW_SECONDS
-  }, limits.events, () => app.mail.wake())
+  }, limits.events, () => app.outbox.wake())
   app.decorate('services', {
     users: new UsersService(db, passwords, limits.guard, addressMail, { signupOpen: config.SIGNUP_OPEN, claimSeconds }),
     emails: new EmailsService(db, addressMail, { maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL, claimSeconds }),
@@ -64,4 +64,4 @@ async function services(app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(services, { name: 'services', dependencies: ['database', 'limits', 'mail', 'metrics', 'events'] })
+export default fp(services, { name: 'services', dependencies: ['database', 'limits', 'outbox', 'mail', 'metrics', 'events'] })

@@ -7,7 +7,8 @@ import type { Test } from 'tap'
 import { createConnection } from 'mysql2/promise'
 import { buildApp, type App } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
-import type { DelivererOptions } from '../src/mail/deliverer.js'
+import type { MailOptions } from '../src/mail/kind.js'
+import type { DelivererOptions } from '../src/outbox/deliverer.js'
 import type { SequencerOptions } from '../src/events/sequencer.js'
 
 /** Which engine this run of the suite uses: set by scripts/test.mjs for each leg. */
@@ -65,8 +66,8 @@ export interface BuildOptions {
   url?: string
   /** Capture the log here (set LOG_LEVEL in env to see anything). */
   logStream?: { write: (line: string) => void }
-  /** Timings of the mail deliverer. */
-  mail?: Partial<DelivererOptions>
+  /** Timings of the outbox and its mail. */
+  mail?: Partial<DelivererOptions & MailOptions>
   /** Timings of the events' sequencer and purge. */
   events?: Partial<SequencerOptions>
 }

@@ -5,6 +5,7 @@ import * as m0003 from './0003_sessions.js'
 import * as m0004 from './0004_verified_addresses.js'
 import * as m0005 from './0005_idempotency_keys.js'
 import * as m0006 from './0006_events.js'
+import * as m0007 from './0007_outbox_and_webhooks.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
@@ -13,7 +14,8 @@ export const migrations: Record<string, Migration> = {
   '0003_sessions': m0003,
   '0004_verified_addresses': m0004,
   '0005_idempotency_keys': m0005,
-  '0006_events': m0006
+  '0006_events': m0006,
+  '0007_outbox_and_webhooks': m0007
 }
 
 export const migrationProvider: MigrationProvider = {

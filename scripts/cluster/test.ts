@@ -17,7 +17,7 @@ const RETRY_DELAY_MS = 100
 const FRONT = 'http://127.0.0.1:3100'
 const INSTANCES = { a: 3101, b: 3102 } as const
 const NODES = [3311, 3312, 3313]
-const TABLES = ['users', 'emails', 'tokens', 'sessions', 'refresh_tokens', 'email_tokens', 'mail_outbox', 'idempotency_keys', 'app_secrets']
+const TABLES = ['users', 'emails', 'tokens', 'sessions', 'refresh_tokens', 'email_tokens', 'outbox', 'idempotency_keys', 'app_secrets', 'events', 'event_sequence', 'webhooks']
 const cluster = (...a: string[]) => execFileSync('bash', ['scripts/cluster/cluster.sh', ...a], { stdio: 'inherit' })
 const log = (line: string) => console.log(`# ${line}`)
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))

@@ -1,18 +1,11 @@
 import { readFileSync } from 'node:fs'
 import nodemailer from 'nodemailer'
 import { StartupError } from '../common/errors.js'
+import { DeliveryFailure } from '../outbox/kind.js'
 import type { Rendered } from './templates.js'
 
 /** A rendered mail to one recipient. */
 export type OutgoingMail = Rendered & { to: string }
-
-/** Why a delivery failed, and whether trying again could help. */
-export class DeliveryFailure extends Error {
-  constructor(message: string, readonly permanent: boolean) {
-    super(message)
-    this.name = 'DeliveryFailure'
-  }
-}
 
 /** Where mail goes: an SMTP server, or the log. */
 export interface MailTransport {
@@ -44,14 +37,20 @@ const UNTRUSTED = /certificate|self[- ]signed|unable to (get|verify)|CERT_|ERR_T
 /** Fails fast on a server that is away or hung, so that the outbox retries it rather than waiting minutes. */
 const SMTP_TIMEOUTS = { connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 30_000, dnsTimeout: 10_000 }
 
+/** SMTP connections kept open to the server, each sending one mail at a time (nodemailer's pool). */
+const SMTP_CONNECTIONS = 5
+
 /**
- * Delivery over SMTP with nodemailer, one connection per mail (no pool to go stale while the server restarts). A
+ * Delivery over SMTP with nodemailer's pool: a few connections kept open and reused, so that mail does not pay a
+ * connection, a greeting and a TLS handshake each (a connection the server closed is opened again). A
  * 5xx answer is permanent (the server refuses this mail for good); a 4xx answer, a refused connection, a timeout
  * or a broken session is temporary. `smtps://` is TLS from the start, `smtp://` upgrades with STARTTLS when the
  * server offers it; `ca` (SMTP_CA_FILE) is trusted instead of the system's CAs.
  */
 export function smtpTransport(url: string, from: string, ca?: string): MailTransport {
-  const transporter = nodemailer.createTransport({ url, ...SMTP_TIMEOUTS, ...(ca ? { tls: { ca } } : {}) }, { from })
+  const transporter = nodemailer.createTransport({
+    url, pool: true, maxConnections: SMTP_CONNECTIONS, ...SMTP_TIMEOUTS, ...(ca ? { tls: { ca } } : {})
+  }, { from })
   return {
     name: 'smtp',
     async send(mail) {

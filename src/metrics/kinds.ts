@@ -7,7 +7,7 @@ export type LoginResult = typeof LOGIN_RESULTS[number]
 /** What a delivery attempt of the outbox ended as (`roster_outbox_deliveries_total`). */
 export type DeliveryResult = 'delivered' | 'retried' | 'failed'
 /** The kinds of message the outbox holds. */
-export type OutboxKind = 'mail'
+export type { OutboxKind } from '../../db/types.js'
 
 /** The outbox's waiting messages of one kind, read when the metrics are scraped. */
 export interface OutboxBacklog {

@@ -38,7 +38,9 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry })
     // Zero from the start, so that a rate() over a fresh process has a series to work on.
     for (const result of LOGIN_RESULTS) this.logins.inc({ result }, 0)
-    for (const result of ['delivered', 'retried', 'failed'] as const) this.deliveries.inc({ kind: 'mail', result }, 0)
+    for (const kind of ['mail', 'webhook'] as const) {
+      for (const result of ['delivered', 'retried', 'failed'] as const) this.deliveries.inc({ kind, result }, 0)
+    }
     const backlogs = this.backlogs
     // A backlog that cannot be read (the database is down) is left out of the scrape: no figure rather than a stale one.
     const readAll = async () => (await Promise.all([...backlogs].map(async ([kind, backlog]) => {

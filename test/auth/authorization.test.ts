@@ -65,7 +65,7 @@ async function snapshot(app: App) {
   const emails = await app.db.selectFrom('emails').select(['id', 'user_id', 'address', 'primary_user_id', 'version']).orderBy('id').execute()
   const tokens = await app.db.selectFrom('tokens').select(['token_hash']).orderBy('token_hash').execute()
   const sessions = await app.db.selectFrom('sessions').select(['id', 'user_id', 'expires_at']).orderBy('id').execute()
-  const mails = await app.db.selectFrom('mail_outbox').select(['id']).orderBy('id').execute()
+  const mails = await app.db.selectFrom('outbox').select(['id']).orderBy('id').execute()
   const emailTokens = await app.db.selectFrom('email_tokens').select(['id']).orderBy('id').execute()
   const events = await app.db.selectFrom('events').select(['id']).orderBy('id').execute()
   return JSON.stringify({ users, emails, tokens, sessions, mails, emailTokens, events })

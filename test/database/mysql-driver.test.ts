@@ -17,7 +17,7 @@ t.test('MySQL: data statements run prepared, transactions keep one connection, a
   // Counted on a pool of one, so that the counter read is the connection that ran the statement.
   const singleApp = await build(t, { env: { DB_POOL_SIZE: '1' } })
   // The mail deliverer's and the events' background queries would run on that one connection too.
-  await singleApp.mail.stop()
+  await singleApp.outbox.stop()
   await singleApp.sequencer.stop()
   const single = singleApp.db
   const before = await executed(single)

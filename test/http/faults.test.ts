@@ -82,7 +82,7 @@ t.test('the database going away answers 503, never a hang or a 500, and the serv
 t.test('a saturated pool sheds load with 503 instead of queueing without bound', { skip: ENGINE !== 'mysql' && 'the embedded engine has no pool' }, async (t) => {
   const app = await build(t, { env: { DB_POOL_SIZE: '1', DB_QUEUE_LIMIT: '1' } })
   // The background work (mail, events) would take the one connection too: only the requests compete here.
-  await app.mail.stop()
+  await app.outbox.stop()
   await app.sequencer.stop()
   const user = await newUser(app)
   const results = await Promise.all(Array.from({ length: 30 }, () => app.inject({ url: '/users', headers: user.headers })))

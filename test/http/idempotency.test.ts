@@ -13,7 +13,7 @@ const usersWith = async (app: App, email: string) =>
   Number((await app.db.selectFrom('emails').select((eb) => eb.fn.countAll().as('n')).where('address_norm', '=', email).executeTakeFirstOrThrow()).n)
 
 const mailsTo = async (app: App, email: string) =>
-  Number((await app.db.selectFrom('mail_outbox').select((eb) => eb.fn.countAll().as('n')).where('recipient', '=', email).executeTakeFirstOrThrow()).n)
+  Number((await app.db.selectFrom('outbox').select((eb) => eb.fn.countAll().as('n')).where('recipient', '=', email).executeTakeFirstOrThrow()).n)
 
 t.test('a retry with the same key and body answers the first answer again and creates nothing more', async (t) => {
   const app = await build(t)

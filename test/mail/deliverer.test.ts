@@ -4,14 +4,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
-import { MailDeliverer, retryDelay } from '../../src/mail/deliverer.js'
+import { MailKind } from '../../src/mail/kind.js'
+import { Deliverer, retryDelay } from '../../src/outbox/deliverer.js'
 import { render, timeLeft } from '../../src/mail/templates.js'
 import { build, newUser, sharedDatabase } from '../helpers.js'
 import { TestSmtp, tokenIn } from './smtp.js'
 
 const FAST = { pollMs: 50, retryBaseMs: 100, retryMaxMs: 400 }
 
-const outbox = (app: App) => app.db.selectFrom('mail_outbox').select(['id', 'recipient', 'state', 'attempts', 'data', 'last_error']).orderBy('id').execute()
+const outbox = (app: App) => app.db.selectFrom('outbox').select(['id', 'recipient', 'state', 'attempts', 'data', 'last_error']).orderBy('id').execute()
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
@@ -49,7 +50,7 @@ t.test('an SMTP outage delays mail and loses none; none is sent twice', async (t
   await smtp.listen()
   for (const user of users) await smtp.waitFor(user.email)
   await new Promise((r) => setTimeout(r, 500))
-  await app.mail.deliverDue()
+  await app.outbox.deliverDue()
   for (const user of users) t.equal(smtp.to(user.email).length, 1, `${user.email}: delivered once`)
   const after = await outbox(app)
   t.ok(after.every((m) => m.state === 'sent'), 'every mail marked sent')
@@ -75,7 +76,7 @@ t.test('a 4xx answer is retried; a 5xx answer is given up and logged', async (t)
     return rows.some((m) => m.recipient === 'bounce@example.com' && m.state === 'failed') && rows.some((m) => m.recipient === 'busy@example.com' && m.state === 'sent')
   })
   const rows = await outbox(app)
-  t.match(rows.find((m) => m.recipient === 'busy@example.com'), { state: 'sent', attempts: 2 }, 'two failed attempts before it went')
+  t.match(rows.find((m) => m.recipient === 'busy@example.com'), { state: 'sent', attempts: 3 }, 'two failed attempts, then the one that went')
   t.match(rows.find((m) => m.recipient === 'bounce@example.com'), { state: 'failed', attempts: 1, data: '{}', last_error: /550/ }, 'no retry after a 5xx')
   t.equal(smtp.to('bounce@example.com').length, 0)
   const logged = lines.map((l) => JSON.parse(l) as { level: number; msg: string; permanent?: boolean })
@@ -94,7 +95,7 @@ t.test('several instances deliver one outbox: each mail is sent once', async (t)
   for (let i = 0; i < 16; i++) emails.push((await newUser(i % 2 ? a : b, { email: `many${i}@example.com` })).email)
   for (const email of emails) await smtp.waitFor(email)
   await new Promise((r) => setTimeout(r, 500))
-  await Promise.all([a.mail.deliverDue(), b.mail.deliverDue()])
+  await Promise.all([a.outbox.deliverDue(), b.outbox.deliverDue()])
   t.equal(smtp.received.filter((m) => m.to.startsWith('many')).length, 16, 'sixteen mails, sixteen deliveries')
   for (const email of emails) t.equal(smtp.to(email).length, 1, `${email} once`)
 })
@@ -115,7 +116,7 @@ t.test('without SMTP_URL each mail goes to the log, token included: the flow wor
 
 t.test('a deliverer stopping mid-batch gives back what it claimed and did not reach', async (t) => {
   const app = await build(t)
-  await app.mail.stop()
+  await app.outbox.stop()
   for (let i = 0; i < 3; i++) await newUser(app, { email: `stopping${i}@example.com` })
   let release: () => void = () => {}
   const sent: string[] = []
@@ -128,13 +129,15 @@ t.test('a deliverer stopping mid-batch gives back what it claimed and did not re
     close() {}
   }
   const log = { info() {}, warn() {}, error() {} }
-  const deliverer = new MailDeliverer(app.db, transport, log, { pollMs: 60_000, batch: 10 })
+  // One lane: the first mail is in hand while the two others wait in it.
+  const deliverer = new Deliverer(app.db, log, { pollMs: 60_000, lanes: 1 })
+  deliverer.add(new MailKind(transport, { batch: 10 }))
   deliverer.start()
   await until('the first send to start', async () => sent.length === 1)
   const stopped = deliverer.stop()
   release()
   await stopped
-  const rows = await app.db.selectFrom('mail_outbox').select(['recipient', 'state', 'claim', 'next_attempt_at']).where('recipient', 'like', 'stopping%').orderBy('id').execute()
+  const rows = await app.db.selectFrom('outbox').select(['recipient', 'state', 'claim', 'next_attempt_at']).where('recipient', 'like', 'stopping%').orderBy('id').execute()
   t.equal(rows.filter((r) => r.state === 'sent').length, 1, 'the mail in hand was finished')
   const rest = rows.filter((r) => r.state === 'pending')
   t.equal(rest.length, 2)

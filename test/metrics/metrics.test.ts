@@ -85,13 +85,13 @@ t.test('logins by result', async (t) => {
 t.test('the outbox: pending mail, the age of the oldest, delivery results', async (t) => {
   const { app, scrape } = await withMetrics(t)
   // The deliverer is stopped, so that the sign-up's verification mail waits.
-  await app.mail.stop()
+  await app.outbox.stop()
   await newUser(app)
   await new Promise((resolve) => setTimeout(resolve, 1100))
   const waiting = await scrape()
   t.ok(value(waiting, 'roster_outbox_pending{kind="mail"}') >= 1, `mail waits (${value(waiting, 'roster_outbox_pending{kind="mail"}')})`)
   t.ok(value(waiting, 'roster_outbox_oldest_age_seconds{kind="mail"}') >= 1, 'for a second or more')
-  app.mail.start() // the log transport (no SMTP_URL) takes it at once
+  app.outbox.start() // the log transport (no SMTP_URL) takes it at once
   let sent = await scrape()
   for (let i = 0; i < 50 && value(sent, 'roster_outbox_pending{kind="mail"}') > 0; i++) {
     await new Promise((resolve) => setTimeout(resolve, 100))

@@ -160,7 +160,7 @@ t.test('a change that fails writes no mail: the outbox is written in its transac
   const { app, smtp } = await mailing(t, { MAX_EMAILS_PER_USER: '2' })
   const user = await newUser(app, { email: 'owner@example.com' })
   await smtp.waitFor('owner@example.com')
-  const outbox = async () => Number((await app.db.selectFrom('mail_outbox').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)
+  const outbox = async () => Number((await app.db.selectFrom('outbox').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)
   const before = await outbox()
   const taken = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Dup', email: 'OWNER@example.com', password: 'password-123' } })
   assertProblem(t, taken, 409, 'EMAIL_TAKEN', 'sign-up with a taken address')
@@ -172,7 +172,7 @@ t.test('a change that fails writes no mail: the outbox is written in its transac
   assertProblem(t, clash, 409, 'EMAIL_TAKEN', 'replacing with a taken address')
   t.equal(await outbox(), before + 2, 'only the two changes that committed wrote mail')
   await smtp.waitFor('two@example.com')
-  await app.mail.deliverDue()
+  await app.outbox.deliverDue()
   t.equal(smtp.to('three@example.com').length + smtp.to('owner@example.com').length, 1, 'nothing sent for what failed')
 })
 
@@ -223,7 +223,7 @@ t.test('a reset request answers alike for every address, and mails only a primar
   t.same(answers[1], answers[0], 'an unknown address: the same body')
   t.same(answers[2], answers[0], 'an unverified secondary address: the same body')
   await smtp.waitFor('someone@example.com', 2)
-  await app.mail.deliverDue()
+  await app.outbox.deliverDue()
   t.equal(smtp.to('nobody@example.com').length, 0, 'nothing to an unknown address')
   t.equal(smtp.to('unverified@example.com').length, 1, 'nothing more to an unverified secondary address')
 
