@@ -8,7 +8,7 @@ import tseslint from 'typescript-eslint'
 
 // The floors of ARCHITECTURE.md, held: http/ knows no feature; accounts/, events/ and auth/ sit beneath the features; a
 // feature never reaches into another's service or repository.
-const FEATURES = ['users', 'emails', 'sessions', 'verification', 'health', 'idempotency', 'feed']
+const FEATURES = ['users', 'emails', 'sessions', 'verification', 'health', 'idempotency', 'feed', 'webhooks']
 const restrict = (group, message) => ({ 'no-restricted-imports': ['error', { patterns: [{ group, message }] }] })
 const layering = [
   {

@@ -1,6 +1,9 @@
-import { Type, type Static } from '@sinclair/typebox'
+import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Href, Id, Limit, Timestamp } from './common.js'
+import { Email } from './email.js'
 import { ref, stringEnum } from './ref.js'
+import { Session } from './session.js'
+import { User } from './user.js'
 
 /** Every event type: the only place they are written (the database, the feed's filter and the webhooks read these). */
 export const EVENT_TYPES = [
@@ -86,3 +89,32 @@ export const UserEventQuery = Type.Object(
   },
   { additionalProperties: false }
 )
+
+/** `data` of `session.ended`: the session as it was, and why it ended. */
+export const EndedSession = Type.Object(
+  { ...Session.properties, reason: stringEnum(SESSION_END_REASONS, { description: 'signed_out, revoked (by the user or an admin), replay_detected (a spent refresh token presented again), or what ended every session of the user' }) },
+  { $id: 'EndedSession', description: 'A session that ended, and why' }
+)
+
+/** `data` of `login.failed`: never the password. */
+export const FailedLogin = Type.Object(
+  { email: Type.String({ description: 'The address the login was tried with' }), client: Type.String({ description: 'The User-Agent of the attempt' }) },
+  { $id: 'FailedLogin', description: 'A wrong password for an existing account' }
+)
+
+const DATA_OF: Record<EventType, TSchema> = {
+  'user.created': ref(User), 'user.updated': ref(User), 'user.status_changed': ref(User), 'user.role_changed': ref(User), 'user.deleted': ref(User),
+  'email.added': ref(Email), 'email.changed': ref(Email), 'email.verified': ref(Email), 'email.removed': ref(Email), 'email.primary_changed': ref(Email),
+  'password.changed': ref(User), 'password.reset': ref(User),
+  'session.created': ref(Session), 'session.ended': ref(EndedSession), 'login.failed': ref(FailedLogin)
+}
+
+/** The component name of an event type's schema: `user.created` → `UserCreatedEvent`. */
+export const typedEventName = (type: EventType): string =>
+  type.split(/[._]/).map((w) => w[0]!.toUpperCase() + w.slice(1)).join('') + 'Event'
+
+/** Each event type with its own payload schema: what the OpenAPI document's `webhooks` section describes, for SDKs. */
+export const TypedEvents = EVENT_TYPES.map((type) => Type.Object(
+  { ...Event.properties, type: Type.Literal(type), data: DATA_OF[type] },
+  { $id: typedEventName(type), description: `The ${type} event, as the feed shows it and webhooks receive it` }
+))

@@ -1,5 +1,8 @@
-import { Actor, Event, EventCollection, EventType } from './event.js'
+import { Actor, EndedSession, Event, EventCollection, EventType, FailedLogin, TypedEvents } from './event.js'
 import { Session, SessionCollection } from './session.js'
+import {
+  Delivery, DeliveryCollection, DeliveryStatus, NewWebhook, Webhook, WebhookCollection, WebhookReplacement, WebhookSecret, WebhookWithSecret
+} from './webhook.js'
 import { Token, TokenRequest } from './token.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from './email.js'
 import { EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from './verification.js'
@@ -13,5 +16,6 @@ export const sharedSchemas = [
   Email, EmailCollection, NewEmail, EmailChange, PrimaryEmailValue, VerificationSent,
   EmailVerification, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm,
   Session, SessionCollection, TokenRequest, Token,
-  EventType, Actor, Event, EventCollection
+  EventType, Actor, Event, EventCollection, EndedSession, FailedLogin, ...TypedEvents,
+  Webhook, WebhookWithSecret, NewWebhook, WebhookReplacement, WebhookSecret, WebhookCollection, DeliveryStatus, Delivery, DeliveryCollection
 ]

@@ -34,6 +34,8 @@ import steps from './steps.js'
 import firstAdmin from './users/first-admin.js'
 import userRoutes from './users/routes.js'
 import verificationRoutes from './verification/routes.js'
+import webhookDelivery, { type WebhookPluginOptions } from './webhooks/plugin.js'
+import webhookRoutes from './webhooks/routes.js'
 
 export interface BuildOptions {
   /** Where logs go (stdout by default); tests capture them here. */
@@ -42,6 +44,8 @@ export interface BuildOptions {
   mail?: Partial<DelivererOptions & MailOptions>
   /** Timings of the events' sequencer and purge; tests shorten them. */
   events?: Partial<SequencerOptions>
+  /** How webhook hosts are resolved; tests give their own. */
+  webhooks?: WebhookPluginOptions
 }
 
 /**
@@ -71,6 +75,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(outbox, options.mail ?? {})
   await app.register(mail, options.mail ?? {})
   await app.register(events, options.events ?? {})
+  await app.register(webhookDelivery, options.webhooks ?? {})
   await app.register(idempotency)
   await app.register(services)
   // The route machinery, then the routes: every route gets its steps from `steps`.
@@ -84,6 +89,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(emailRoutes)
   await app.register(verificationRoutes)
   await app.register(feedRoutes)
+  await app.register(webhookRoutes)
   await app.register(firstAdmin)
   return app
 }

@@ -7,6 +7,7 @@ import { FeedService } from './feed/service.js'
 import { SessionsService } from './sessions/service.js'
 import { UsersService } from './users/service.js'
 import { VerificationService } from './verification/service.js'
+import { WebhooksService } from './webhooks/service.js'
 
 export interface Services {
   users: UsersService
@@ -14,6 +15,7 @@ export interface Services {
   sessions: SessionsService
   verification: VerificationService
   feed: FeedService
+  webhooks: WebhooksService
 }
 
 declare module 'fastify' {
@@ -53,6 +55,9 @@ async function services(app: FastifyInstance): Promise<void> {
       resendSeconds: config.VERIFICATION_RESEND_SECONDS, resetAnswerMs: RESET_ANSWER_MS
     }),
     feed: new FeedService(db, app.sequencer),
+    webhooks: new WebhooksService(db, {
+      ...app.webhookDestinations, secretOverlapMs: config.WEBHOOK_SECRET_OVERLAP_SECONDS * 1000, wake: () => app.outbox.wake()
+    }),
     sessions: new SessionsService(db, passwords, limits.guard, {
       loggedIn: (result) => app.metrics.login(result),
       unrecorded: (err) => app.log.error({ err }, 'events: a login.failed event could not be written'),
@@ -64,4 +69,4 @@ async function services(app: FastifyInstance): Promise<void> {
   })
 }
 
-export default fp(services, { name: 'services', dependencies: ['database', 'limits', 'outbox', 'mail', 'metrics', 'events'] })
+export default fp(services, { name: 'services', dependencies: ['database', 'limits', 'outbox', 'mail', 'metrics', 'events', 'webhook-delivery'] })

@@ -10,6 +10,7 @@ import { loadConfig } from '../src/config.js'
 import type { MailOptions } from '../src/mail/kind.js'
 import type { DelivererOptions } from '../src/outbox/deliverer.js'
 import type { SequencerOptions } from '../src/events/sequencer.js'
+import type { WebhookPluginOptions } from '../src/webhooks/plugin.js'
 
 /** Which engine this run of the suite uses: set by scripts/test.mjs for each leg. */
 export const ENGINE = process.env.TEST_DB === 'mysql' ? 'mysql' : 'sqlite'
@@ -70,6 +71,8 @@ export interface BuildOptions {
   mail?: Partial<DelivererOptions & MailOptions>
   /** Timings of the events' sequencer and purge. */
   events?: Partial<SequencerOptions>
+  /** The webhooks' resolver and delivery timings. */
+  webhooks?: WebhookPluginOptions
 }
 
 /** Builds the app on a fresh database, with an admin, closed (and its database dropped) when the test ends. */
@@ -92,7 +95,7 @@ export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
     PASSWORD_HASH_PASSES: '1',
     ...options.env
   })
-  const app = await buildApp(config, { logStream: options.logStream, mail: options.mail, events: options.events })
+  const app = await buildApp(config, { logStream: options.logStream, mail: options.mail, events: options.events, webhooks: options.webhooks })
   t.teardown(async () => {
     await app.close()
     await db.drop()

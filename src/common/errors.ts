@@ -14,7 +14,7 @@ export class DomainError extends Error {
 
 /** The request itself is wrong: a field, a filter, a cursor, a body that cannot be read. */
 export class InvalidInput extends DomainError {
-  constructor(detail: string, readonly errors: FieldError[] = [], code: 'VALIDATION_FAILED' | 'INVALID_FILTER' | 'INVALID_CURSOR' | 'INVALID_TOKEN' = 'VALIDATION_FAILED') {
+  constructor(detail: string, readonly errors: FieldError[] = [], code: 'VALIDATION_FAILED' | 'INVALID_FILTER' | 'INVALID_CURSOR' | 'INVALID_TOKEN' | 'INVALID_WEBHOOK_URL' = 'VALIDATION_FAILED') {
     super(code, detail)
   }
 }

@@ -1,4 +1,5 @@
 import { sql } from 'kysely'
+import type { EventType } from '../../schemas/event.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, locksRows } from '../database/transaction.js'
 
@@ -25,7 +26,7 @@ export const SEQUENCER_DEFAULTS: SequencerOptions = {
 /** An event just given its place, as what follows the feed (webhook deliveries) needs it. */
 export interface Sequenced {
   id: number
-  type: string
+  type: EventType
   position: number
 }
 
@@ -49,11 +50,22 @@ export class Sequencer {
   private lastPurge = 0
   private readonly options: SequencerOptions
 
-  constructor(
-    private readonly db: Db, private readonly log: SequencerLog, options: Partial<SequencerOptions> = {},
-    private readonly onSequenced: OnSequenced = async () => {}
-  ) {
+  private readonly followers: OnSequenced[] = []
+
+  constructor(private readonly db: Db, private readonly log: SequencerLog, options: Partial<SequencerOptions> = {}) {
     this.options = { ...SEQUENCER_DEFAULTS, ...options }
+  }
+
+  private readonly placedListeners: Array<() => void> = []
+
+  /** Called after a sequencing transaction that placed events committed. */
+  onPlaced(listener: () => void): void {
+    this.placedListeners.push(listener)
+  }
+
+  /** Runs `follower` in every sequencing transaction, with the events it placed (webhook deliveries are written so). */
+  follow(follower: OnSequenced): void {
+    this.followers.push(follower)
   }
 
   start(): void {
@@ -102,7 +114,11 @@ export class Sequencer {
 
   /** Places committed events until none is left without a place. */
   private async sequenceAll(): Promise<void> {
-    while ((await inTransaction(this.db, (trx) => this.sequence(trx))) === this.options.batch);
+    for (;;) {
+      const placed = await inTransaction(this.db, (trx) => this.sequence(trx))
+      if (placed > 0) for (const listener of this.placedListeners) listener()
+      if (placed < this.options.batch) return
+    }
   }
 
   private async sequence(trx: Trx): Promise<number> {
@@ -118,7 +134,7 @@ export class Sequencer {
       .set({ position: sql<number>`case id ${sql.join(placed.map((e) => sql`when ${e.id} then ${e.position}`), sql` `)} end` })
       .where('id', 'in', placed.map((e) => e.id)).execute()
     await trx.updateTable('event_sequence').set({ value: last + placed.length }).where('name', '=', 'events').execute()
-    await this.onSequenced(trx, placed)
+    for (const follower of this.followers) await follower(trx, placed)
     return placed.length
   }
 

@@ -1,11 +1,8 @@
-import type { Selectable } from 'kysely'
-import type { EventsTable } from '../../db/types.js'
 import type { EventType } from '../../schemas/event.js'
 import type { Db } from '../database/index.js'
+import { EVENT_COLUMNS as COLUMNS, type EventRow } from '../events/present.js'
 
-export type EventRow = Omit<Selectable<EventsTable>, 'position'>
-
-const COLUMNS = ['id', 'public_id', 'type', 'user_id', 'actor_type', 'actor_id', 'request_id', 'data', 'previous', 'occurred_at'] as const
+export type { EventRow }
 
 /** Which types, families (`user.*`) spelt out: undefined for all. */
 export type TypeFilter = EventType[] | undefined

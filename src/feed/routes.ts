@@ -4,7 +4,7 @@ import { EventCollection, EventQuery, UserEventQuery } from '../../schemas/event
 import { ref } from '../../schemas/ref.js'
 import { typesOf } from '../events/types.js'
 import { collection, problems } from '../http/responses.js'
-import { presentEvent } from './present.js'
+import { presentEvent } from '../events/present.js'
 
 const tags = ['events']
 

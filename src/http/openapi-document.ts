@@ -1,3 +1,4 @@
+import { EVENT_TYPES, typedEventName } from '../../schemas/event.js'
 import type { OpenAPIV3_1 } from 'openapi-types'
 
 /**
@@ -230,4 +231,26 @@ function shareComponents(doc: Document): void {
       op.responses[status] = { $ref: `#/components/responses/${name}` }
     }
   }
+}
+
+const DELIVERY_HEADERS: Record<string, string> = {
+  'webhook-id': 'The event\'s id: the same on every retry; de-duplicate on it',
+  'webhook-timestamp': 'When this attempt was signed, in seconds since the epoch',
+  'webhook-signature': '`v1,<base64 HMAC-SHA256>`, one per live secret, space-separated (Standard Webhooks)'
+}
+
+/**
+ * The `webhooks` section (OpenAPI 3.1): each event type as a request Roster makes to a webhook, its body the event
+ * type's own schema, so that SDK generators make a typed event of each.
+ */
+export function withWebhooks(doc: Document): Document {
+  doc.webhooks = Object.fromEntries(EVENT_TYPES.map((type) => [type, {
+    post: {
+      operationId: `on${typedEventName(type)}`, tags: ['webhooks'], summary: `A ${type} event, pushed to a webhook subscribed to it`,
+      parameters: Object.entries(DELIVERY_HEADERS).map(([name, description]) => ({ name, in: 'header' as const, required: true, description, schema: { type: 'string' as const } })),
+      requestBody: { required: true, content: { 'application/json': { schema: { $ref: `#/components/schemas/${typedEventName(type)}` } } } },
+      responses: { '200': { description: 'Any 2xx answer within WEBHOOK_TIMEOUT_MS: delivered. Anything else, or no answer, is retried.' } }
+    }
+  }]))
+  return doc
 }

@@ -5,7 +5,7 @@ import fp from 'fastify-plugin'
 import { sharedSchemas } from '../../schemas/index.js'
 import { DOCS_ICON, DOCS_LOGO } from './docs-brand.js'
 import { asOpenApi30 } from './openapi-30.js'
-import { completeDocument, isOpenApi31 } from './openapi-document.js'
+import { completeDocument, isOpenApi31, withWebhooks } from './openapi-document.js'
 import { GUIDE, serviceVersion } from './openapi-guide.js'
 
 export const DOCS_PREFIX = '/docs'
@@ -43,6 +43,8 @@ async function openapi(app: FastifyInstance): Promise<void> {
         { name: 'users', description: 'Users, their filters and key paths' },
         { name: 'emails', description: 'E-mail addresses of a user' },
         { name: 'sessions', description: 'The sessions of a user: list them, end one, end all' },
+        { name: 'events', description: 'What changed: the feed, and a user\'s own activity' },
+        { name: 'webhooks', description: 'Events pushed to your endpoints, signed (Standard Webhooks), retried' },
         { name: 'health', description: 'Liveness and readiness' }
       ]
     },
@@ -56,7 +58,7 @@ async function openapi(app: FastifyInstance): Promise<void> {
     },
     transformObject: (documentObject) => {
       if (!('openapiObject' in documentObject) || !isOpenApi31(documentObject.openapiObject)) throw new Error('openapi: the document is not OpenAPI 3.1')
-      return completeDocument(documentObject.openapiObject, { forbiddenStatus: app.config.FORBIDDEN_STATUS })
+      return withWebhooks(completeDocument(documentObject.openapiObject, { forbiddenStatus: app.config.FORBIDDEN_STATUS }))
     },
     refResolver: {
       buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`)

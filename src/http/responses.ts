@@ -116,6 +116,8 @@ export async function pageUnder<R extends { id: number }, T>(reply: FastifyReply
   path: string
   scope: string
   query: { limit?: number | undefined; cursor?: string | undefined }
+  /** The collection's own filters, before the page size in its links. */
+  params?: Array<[string, string]>
   cursors: CursorCodec
   fetch: (afterId: number, limit: number) => Promise<R[]>
   present: (row: R) => T
@@ -124,7 +126,7 @@ export async function pageUnder<R extends { id: number }, T>(reply: FastifyReply
   const cursor = o.query.cursor
   const after = cursor === undefined ? 0 : o.cursors.decode(cursor, o.scope)
   return collection(reply, {
-    base: o.base, path: o.path, params: [['limit', String(limit)]], limit, cursor, rows: await o.fetch(after, limit),
+    base: o.base, path: o.path, params: [...(o.params ?? []), ['limit', String(limit)]], limit, cursor, rows: await o.fetch(after, limit),
     nextCursor: (last) => o.cursors.encode(last.id, o.scope), present: o.present
   })
 }

@@ -59,7 +59,7 @@ export class Deliverer {
 
   /** A kind of message this deliverer sends. */
   add<C>(kind: Kind<C>): void {
-    this.kinds.push(kind as Kind)
+    this.kinds.push(kind)
   }
 
   start(): void {

@@ -5,11 +5,11 @@ import { adminUser, assertProblem, build, form, login, multipart, newUser, type 
 type Rule = 'public' | 'caller' | 'self-or-admin' | 'owner' | 'admin'
 type Kind = 'anonymous' | 'expired' | 'revoked' | 'banned' | 'self' | 'other' | 'admin'
 
-interface Fixture { target: TestUser; emailId: number; secondEmailId: number }
+interface Fixture { target: TestUser; emailId: number; secondEmailId: number; webhookId: number; deliveryId: number }
 
 /** The contract's table of who may do what, independent of what the app declares. */
 const CONTRACT: Record<string, {
-  rule: Rule; declared?: Rule; body?: (f: Fixture) => Record<string, string>; ok: number
+  rule: Rule; declared?: Rule; body?: (f: Fixture) => Record<string, unknown>; ok: number
   /** Run before each request of the row. */
   prepare?: (app: App) => Promise<unknown>
 }> = {
@@ -43,6 +43,16 @@ const CONTRACT: Record<string, {
   'DELETE /users/:user_id/sessions/:session_id': { rule: 'self-or-admin', ok: 204 },
   'DELETE /users/:user_id/sessions': { rule: 'self-or-admin', ok: 204 },
   'GET /events': { rule: 'admin', ok: 200 },
+  // Webhooks are made disabled, at a public address given as such (no DNS): nothing is sent from this test.
+  'GET /webhooks': { rule: 'admin', ok: 200 },
+  'POST /webhooks': { rule: 'admin', body: () => ({ url: 'https://93.184.216.34/hook', events: ['user.created'], enabled: false }), ok: 201 },
+  'GET /webhooks/:webhook_id': { rule: 'admin', ok: 200 },
+  'PUT /webhooks/:webhook_id': { rule: 'admin', body: () => ({ url: 'https://93.184.216.34/v2', events: ['user.*'], enabled: false }), ok: 200 },
+  'DELETE /webhooks/:webhook_id': { rule: 'admin', ok: 204 },
+  'POST /webhooks/:webhook_id/secret': { rule: 'admin', ok: 201 },
+  'GET /webhooks/:webhook_id/deliveries': { rule: 'admin', ok: 200 },
+  'GET /webhooks/:webhook_id/deliveries/:delivery_id': { rule: 'admin', ok: 200 },
+  'POST /webhooks/:webhook_id/deliveries/:delivery_id/retry': { rule: 'admin', ok: 202 },
   'GET /users/:user_id/events': { rule: 'self-or-admin', ok: 200 },
   // Last: as 'other' and 'admin' it revokes the tokens the rows above use.
   'DELETE /auth/tokens/current': { rule: 'caller', ok: 204 }
@@ -68,14 +78,27 @@ async function snapshot(app: App) {
   const mails = await app.db.selectFrom('outbox').select(['id']).orderBy('id').execute()
   const emailTokens = await app.db.selectFrom('email_tokens').select(['id']).orderBy('id').execute()
   const events = await app.db.selectFrom('events').select(['id']).orderBy('id').execute()
-  return JSON.stringify({ users, emails, tokens, sessions, mails, emailTokens, events })
+  const webhooks = await app.db.selectFrom('webhooks').select(['id', 'url', 'events', 'enabled', 'secret']).orderBy('id').execute()
+  const deliveries = await app.db.selectFrom('outbox').select(['id', 'state', 'next_attempt_at']).where('kind', '=', 'webhook').orderBy('id').execute()
+  return JSON.stringify({ users, emails, tokens, sessions, mails, emailTokens, events, webhooks, deliveries })
 }
 
 async function fixture(app: App): Promise<Fixture> {
   const target = await newUser(app)
   const emails = (await app.inject({ url: `/users/${target.id}/emails`, headers: target.headers })).json().items
   const second = (await app.inject({ method: 'POST', url: `/users/${target.id}/emails`, headers: target.headers, payload: { address: `second.${target.id}@example.com` } })).json()
-  return { target, emailId: emails[0].id, secondEmailId: second.id }
+  // A disabled webhook with one delivery, put in place directly: nothing is ever sent to it.
+  const now = Date.now()
+  const webhook = await app.db.insertInto('webhooks').values({
+    url: 'https://93.184.216.34/hook', events: '["user.*"]', enabled: 0, description: '', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+    previous_secret: null, previous_secret_until: null, disabled_reason: null, failing_since: null, lease: null, lease_until: null, created_at: now, updated_at: now
+  }).executeTakeFirstOrThrow()
+  const webhookId = Number(webhook.insertId)
+  const delivery = await app.db.insertInto('outbox').values({
+    kind: 'webhook', template: 'user.created', recipient: '', data: '{}', state: 'sent', attempts: 1, created_at: now, next_attempt_at: now,
+    claim: null, sent_at: now, last_error: null, webhook_id: webhookId, event_id: 'evt_01JD0000000000000000000000', last_attempt_at: now, last_status_code: 200
+  }).executeTakeFirstOrThrow()
+  return { target, emailId: emails[0].id, secondEmailId: second.id, webhookId, deliveryId: Number(delivery.insertId) }
 }
 
 function request(key: string, f: Fixture) {
@@ -85,6 +108,8 @@ function request(key: string, f: Fixture) {
     .replace(':email_id', String(key.startsWith('DELETE') ? f.secondEmailId : f.emailId))
     .replace(':session_id', String(f.target.sessionId))
     .replace(':email', encodeURIComponent(f.target.email))
+    .replace(':webhook_id', String(f.webhookId))
+    .replace(':delivery_id', String(f.deliveryId))
   const body = CONTRACT[key]!.body?.(f)
   return { method: method as 'GET', url, ...(body ? { payload: body } : {}) }
 }

@@ -5,7 +5,8 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
-import { build } from '../helpers.js'
+import { adminUser, build, newUser } from '../helpers.js'
+import { Receiver, until } from '../webhooks/receiver.js'
 import type { FlowResult } from '../sdk/flows/result.js'
 
 // Five TypeScript SDK generators that SDK teams use, each generating from a served document (one from its 3.0.3 form), compiled strictly
@@ -108,7 +109,8 @@ t.test('every SDK generator generates, compiles strictly and drives the service;
     t.equal(install.code, 0, `test/sdk installed (npm ci):\n${install.output.slice(-2000)}`)
     if (install.code !== 0) return
   }
-  const app = await build(t)
+  // Webhooks to the receiver in this process: http on this machine allowed.
+  const app = await build(t, { env: { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }, mail: { pollMs: 50 }, events: { pollMs: 50 } })
   const address = await app.listen({ port: 0, host: '127.0.0.1' })
   const document = (await app.inject('/openapi.json')).body
   const document30 = (await app.inject('/openapi-3.0.json')).body
@@ -134,4 +136,25 @@ t.test('every SDK generator generates, compiles strictly and drives the service;
     t.equal(result.primary, false, `${name}: a second address is not primary`)
     t.same([result.forbiddenStatus, result.forbiddenCode], [401, 'FORBIDDEN'], `${name}: a typed FORBIDDEN problem`)
   }
+
+  // A real delivered event, written as a value of the generated type of its webhook's request body, compiles
+  // strictly: the document's `webhooks` section types what receivers are actually sent.
+  const receiver = await Receiver.start(t)
+  const admin = await adminUser(app)
+  const hook = await app.inject({ method: 'POST', url: '/webhooks', headers: admin.headers, payload: { url: receiver.url, events: ['user.created', 'session.ended'] } })
+  t.equal(hook.statusCode, 201)
+  const user = await newUser(app)
+  await app.inject({ method: 'DELETE', url: '/auth/tokens/current', headers: user.headers })
+  await until('the deliveries', () => receiver.received.length === 2)
+  const typed = (type: string, body: string) =>
+    `export const ${type.replace('.', '_')}: webhooks['${type}']['post']['requestBody']['content']['application/json'] = ${body}\n`
+  const checkFile = join(out, 'delivered-events.ts')
+  await exclusively(async () => {
+    writeFileSync(checkFile, "import type { webhooks } from './openapi-typescript/roster.js'\n" +
+      receiver.received.map((r) => typed(r.event.type, r.body)).join(''))
+    const tsc = await inSdk(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '--strict', '--skipLibCheck',
+      '--target', 'ES2022', '--module', 'ESNext', '--moduleResolution', 'Bundler', checkFile])
+    t.equal(tsc.code, 0, `delivered user.created and session.ended events are values of the generated webhook types:\n${tsc.output.slice(0, 3000)}`)
+    rmSync(checkFile, { force: true })
+  })
 })

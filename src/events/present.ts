@@ -1,8 +1,14 @@
+import type { Selectable } from 'kysely'
+import type { EventsTable } from '../../db/types.js'
 import type { Event } from '../../schemas/event.js'
 import { isoTimestamp } from '../common/timestamps.js'
-import type { EventRow } from './repository.js'
 
-/** An event as the feed and the webhooks show it: `data` and `previous` as they were presented when it happened. */
+/** An event's columns as the feed and the webhooks read them (its feed position aside). */
+export const EVENT_COLUMNS = ['id', 'public_id', 'type', 'user_id', 'actor_type', 'actor_id', 'request_id', 'data', 'previous', 'occurred_at'] as const
+
+export type EventRow = Pick<Selectable<EventsTable>, (typeof EVENT_COLUMNS)[number]>
+
+/** An event as the feed shows it and webhooks receive it: `data` and `previous` as they were presented when it happened. */
 export function presentEvent(row: EventRow): Event {
   return {
     id: row.public_id,

@@ -1,0 +1,83 @@
+import { randomBytes } from 'node:crypto'
+import type { Db } from '../database/index.js'
+import { inTransaction } from '../database/transaction.js'
+import type { Kind, Lane } from '../outbox/kind.js'
+import { claimRows, dueIds, type OutboxRow } from '../outbox/repository.js'
+import type { Poster } from './poster.js'
+import { dueWebhooks, findWebhook, leaseWebhook, noteFailure, noteSuccess, releaseWebhook, type WebhookRow } from './repository.js'
+import { signedHeaders } from './signing.js'
+
+export interface WebhookDeliveryOptions {
+  timeoutMs: number
+  retryBaseMs: number
+  retryMaxMs: number
+  /** A delivery still failing this long after its event is given up. */
+  maxAgeMs: number
+  /** A webhook all of whose deliveries have failed this long is disabled. */
+  disableAfterMs: number
+}
+
+/** Deliveries one run sends to a webhook, one after another, before it lets the webhook go. */
+const LANE_SIZE = 20
+
+export interface WebhookLog {
+  warn(details: object, message: string): void
+}
+
+/**
+ * Webhook deliveries as a kind of the outbox. A run first leases the webhook itself (one instance, one request in
+ * flight per webhook), then claims its due deliveries in feed order and sends them one after another; webhooks are
+ * sent to side by side, so a slow receiver delays only itself. A failing delivery waits for its own retry while the
+ * ones after it go. Each is signed with every live secret of the webhook as it is at send time.
+ */
+export class WebhookKind implements Kind<WebhookRow> {
+  readonly name = 'webhook'
+  readonly dropsData = false
+  readonly retry
+
+  constructor(private readonly db: Db, private readonly poster: Poster, private readonly options: WebhookDeliveryOptions, private readonly log: WebhookLog) {
+    this.retry = { baseMs: options.retryBaseMs, maxMs: options.retryMaxMs, giveUpAfterMs: options.maxAgeMs }
+  }
+
+  async claim(db: Db, now: number, lanes: number): Promise<Lane<WebhookRow>[]> {
+    const out: Lane<WebhookRow>[] = []
+    // A lease outlasts a lane's every delivery timing out.
+    const until = now + LANE_SIZE * (this.options.timeoutMs + 1000) + 30_000
+    for (const id of await dueWebhooks(db, now, lanes)) {
+      const lease = randomBytes(12).toString('base64url')
+      if (!(await leaseWebhook(db, id, lease, now, until))) continue // another run took it
+      const finish = () => releaseWebhook(db, id, lease)
+      const webhook = await findWebhook(db, id)
+      const rows = webhook
+        ? await inTransaction(db, async (trx) => claimRows(trx, await dueIds(trx, 'webhook', now, LANE_SIZE, id), lease, until))
+        : []
+      if (!webhook || rows.length === 0) {
+        await finish()
+        continue
+      }
+      out.push({ claim: lease, rows, context: webhook, finish })
+    }
+    return out
+  }
+
+  async send(row: OutboxRow, lane: Lane<WebhookRow>): Promise<number> {
+    const webhook = lane.context
+    const now = Date.now()
+    const secrets = [webhook.secret]
+    if (webhook.previous_secret && (webhook.previous_secret_until ?? 0) > now) secrets.push(webhook.previous_secret)
+    return this.poster.post(new URL(webhook.url), row.data, signedHeaders(secrets, row.event_id ?? '', new Date(now), row.data))
+  }
+
+  async settled(_row: OutboxRow, lane: Lane<WebhookRow>, result: 'delivered' | 'retried' | 'failed', at: number): Promise<void> {
+    const id = lane.context.id
+    if (result === 'delivered') return noteSuccess(this.db, id)
+    const seconds = Math.round(this.options.disableAfterMs / 1000)
+    if (await noteFailure(this.db, id, at, this.options.disableAfterMs, `every delivery failed for ${seconds} s`)) {
+      this.log.warn({ webhook: id }, `webhook: disabled: every delivery failed for ${seconds} s (WEBHOOK_DISABLE_AFTER_SECONDS); an admin re-enables it with PUT`)
+    }
+  }
+
+  close(): void {
+    this.poster.close()
+  }
+}

@@ -1,0 +1,276 @@
+import t from 'tap'
+import type { App } from '../../src/app.js'
+import type { Resolved } from '../../src/webhooks/destination.js'
+import { adminUser, assertProblem, build, newUser, type BuildOptions, type TestUser } from '../helpers.js'
+import { Receiver, until } from './receiver.js'
+
+/** Names the tests resolve without a DNS server: a public one, and one that turns private after it was checked. */
+function resolver() {
+  let rebound = false
+  const resolve = async (name: string): Promise<Resolved[]> => {
+    if (name === 'hooks.example') return [{ address: '93.184.216.34', family: 4 }]
+    if (name === 'rebind.example') return [{ address: rebound ? '127.0.0.1' : '93.184.216.34', family: 4 }]
+    throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' })
+  }
+  return { resolve, rebind: () => { rebound = true } }
+}
+
+/** Fast timings, and a receiver on this machine allowed. */
+const LOCAL = { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }
+const FAST: BuildOptions = {
+  mail: { pollMs: 50 }, events: { pollMs: 50 },
+  webhooks: { delivery: { retryBaseMs: 200, retryMaxMs: 400, timeoutMs: 2000 } }
+}
+
+interface Delivery {
+  id: number; event_id: string; event_type: string; status: string; attempts: number; last_status_code: number | null; last_error: string | null
+}
+
+async function createWebhook(app: App, admin: TestUser, body: Record<string, unknown>) {
+  const res = await app.inject({ method: 'POST', url: '/webhooks', headers: admin.headers, payload: body })
+  if (res.statusCode !== 201) throw new Error(`webhook: ${res.statusCode} ${res.body}`)
+  return res.json<{ id: number; secret: string; href: string }>()
+}
+
+async function deliveries(app: App, admin: TestUser, id: number, query = ''): Promise<Delivery[]> {
+  const res = await app.inject({ url: `/webhooks/${id}/deliveries?limit=200${query}`, headers: admin.headers })
+  return res.json<{ items: Delivery[] }>().items
+}
+
+/** Every event of the feed, oldest first. */
+async function feed(app: App, admin: TestUser): Promise<Array<{ id: string; type: string }>> {
+  const out = []
+  let url: string | null = '/events?limit=200'
+  while (url) {
+    const page: { items: Array<{ id: string; type: string }>; next: string | null } = (await app.inject({ url, headers: admin.headers })).json()
+    out.push(...page.items)
+    url = page.next
+  }
+  return out
+}
+
+t.test('webhooks are managed by admins; bad URLs and unknown event types are refused and change nothing', async (t) => {
+  const { resolve } = resolver()
+  const app = await build(t, { webhooks: { resolve } })
+  const admin = await adminUser(app)
+  const user = await newUser(app)
+  const created = await app.inject({
+    method: 'POST', url: '/webhooks', headers: admin.headers,
+    payload: { url: 'https://hooks.example/roster', events: ['user.*', 'email.verified'], description: 'CRM', enabled: false }
+  })
+  t.equal(created.statusCode, 201, created.body)
+  const hook = created.json()
+  t.match(hook.secret, /^whsec_[A-Za-z0-9+/]{43}=$/)
+  t.equal(created.headers.location, `/webhooks/${hook.id}`)
+  t.match(hook, { url: 'https://hooks.example/roster', events: ['user.*', 'email.verified'], enabled: false, description: 'CRM', disabled_reason: null })
+  const read = await app.inject({ url: `/webhooks/${hook.id}`, headers: admin.headers })
+  t.equal(read.statusCode, 200)
+  t.notOk('secret' in read.json(), 'the secret is shown once')
+  t.equal((await app.inject({ url: '/webhooks', headers: admin.headers })).json().items.length, 1)
+
+  const refused = async (url: string, why: RegExp) => {
+    const res = await app.inject({ method: 'POST', url: '/webhooks', headers: admin.headers, payload: { url, events: ['user.*'] } })
+    assertProblem(t, res, 400, 'INVALID_WEBHOOK_URL', url)
+    t.match(res.json().detail, why, `${url}: says why`)
+  }
+  await refused('http://hooks.example/x', /https/)
+  await refused('ftp://hooks.example/x', /https/)
+  await refused('https://127.0.0.1/x', /not a public address/)
+  await refused('https://[::1]/x', /not a public address/)
+  await refused('https://169.254.169.254/latest', /not a public address/)
+  await refused('https://10.0.0.8/x', /not a public address/)
+  await refused('https://[::ffff:192.168.1.1]/x', /not a public address/)
+  await refused('https://nowhere.example/x', /does not resolve/)
+  await refused('https://user:pw@hooks.example/x', /credentials/)
+  await refused('not a url at all', /not a URL/)
+  const unknown = await app.inject({ method: 'POST', url: '/webhooks', headers: admin.headers, payload: { url: 'https://hooks.example/x', events: ['user.renamed'] } })
+  assertProblem(t, unknown, 400, 'VALIDATION_FAILED')
+  t.equal(unknown.json().errors[0].path, '/events/0')
+  assertProblem(t, await app.inject({ method: 'POST', url: '/webhooks', headers: admin.headers, payload: { url: 'https://hooks.example/x', events: [] } }), 400, 'VALIDATION_FAILED')
+  t.equal((await app.inject({ url: '/webhooks', headers: admin.headers })).json().items.length, 1, 'nothing was created by the refused requests')
+
+  const put = await app.inject({ method: 'PUT', url: `/webhooks/${hook.id}`, headers: admin.headers, payload: { url: 'https://10.1.2.3/', events: ['user.*'], enabled: true } })
+  assertProblem(t, put, 400, 'INVALID_WEBHOOK_URL')
+  const replaced = await app.inject({ method: 'PUT', url: `/webhooks/${hook.id}`, headers: admin.headers, payload: { url: 'https://hooks.example/v2', events: ['session.*'], enabled: false } })
+  t.equal(replaced.statusCode, 200)
+  t.match(replaced.json(), { url: 'https://hooks.example/v2', events: ['session.*'], description: '' })
+
+  assertProblem(t, await app.inject({ url: '/webhooks', headers: user.headers }), 401, 'FORBIDDEN')
+  assertProblem(t, await app.inject({ method: 'POST', url: '/webhooks', headers: user.headers, payload: { url: 'https://hooks.example/x', events: ['user.*'] } }), 401, 'FORBIDDEN')
+  assertProblem(t, await app.inject({ url: '/webhooks/999', headers: admin.headers }), 404, 'WEBHOOK_NOT_FOUND')
+  assertProblem(t, await app.inject({ url: `/webhooks/${hook.id}/deliveries/999`, headers: admin.headers }), 404, 'DELIVERY_NOT_FOUND')
+  t.equal((await app.inject({ method: 'DELETE', url: `/webhooks/${hook.id}`, headers: admin.headers })).statusCode, 204)
+  assertProblem(t, await app.inject({ url: `/webhooks/${hook.id}`, headers: admin.headers }), 404, 'WEBHOOK_NOT_FOUND')
+})
+
+t.test('every event is delivered, signed per Standard Webhooks, in feed order, one request in flight per webhook', async (t) => {
+  const receiver = await Receiver.start(t)
+  const app = await build(t, { ...FAST, env: LOCAL })
+  const admin = await adminUser(app)
+  const earlier = (await feed(app, admin)).length
+  const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.*', 'session.created'] })
+  receiver.secrets = [hook.secret]
+  receiver.answer = () => ({ status: 200, delayMs: 5 })
+  for (let i = 0; i < 5; i++) await newUser(app)
+  // Events placed before the webhook existed are not sent to it.
+  const wanted = (await feed(app, admin)).slice(earlier).filter((e) => e.type.startsWith('user.') || e.type === 'session.created')
+  t.ok(wanted.length >= 10)
+  await until('every event delivered', () => receiver.received.length >= wanted.length)
+  t.same(receiver.ids(), wanted.map((e) => e.id), 'each event once, in the order of the feed')
+  t.ok(receiver.received.every((r) => r.verified[0]), 'every signature verified by standardwebhooks')
+  t.ok(receiver.received.every((r) => r.id === r.event.id), 'webhook-id is the event id')
+  t.equal(receiver.maxInFlight, 1, 'one request in flight')
+  const listed = await deliveries(app, admin, hook.id)
+  await until('every delivery marked', async () => (await deliveries(app, admin, hook.id)).every((d) => d.status === 'delivered'))
+  t.equal(listed.length, wanted.length)
+  t.match((await deliveries(app, admin, hook.id))[0], { status: 'delivered', attempts: 1, last_status_code: 200, last_error: null })
+  t.same((await deliveries(app, admin, hook.id, '&status=failed')), [])
+})
+
+t.test('a receiver down for a while gets every event once it is back; duplicates only with the same webhook-id', async (t) => {
+  const receiver = await Receiver.start(t)
+  const app = await build(t, { ...FAST, env: LOCAL })
+  const admin = await adminUser(app)
+  const earlier = (await feed(app, admin)).length
+  const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created', 'user.updated'] })
+  receiver.secrets = [hook.secret]
+  await receiver.stop()
+  const users = []
+  for (let i = 0; i < 4; i++) users.push(await newUser(app))
+  for (const u of users) await app.inject({ method: 'PUT', url: `/users/${u.id}/name`, headers: u.headers, payload: { name: 'Renamed' } })
+  await until('failed attempts recorded', async () => {
+    const d = await deliveries(app, admin, hook.id)
+    return d.length === 8 && d.every((x) => x.attempts >= 1 && x.status === 'pending' && x.last_error !== null)
+  })
+  t.equal(receiver.received.length, 0)
+  await receiver.listen()
+  await until('every event after the outage', () => new Set(receiver.ids()).size === 8, 30_000)
+  const wanted = (await feed(app, admin)).slice(earlier).filter((e) => e.type === 'user.created' || e.type === 'user.updated').map((e) => e.id)
+  t.same([...new Set(receiver.ids())].sort(), [...wanted].sort(), 'none lost')
+  for (const id of new Set(receiver.ids())) {
+    const copies = receiver.received.filter((r) => r.id === id)
+    t.ok(copies.every((c) => c.body === copies[0]!.body && c.verified[0]), `${id}: every copy the same event, signed`)
+  }
+})
+
+t.test('a failing delivery waits for its retry without holding back the events after it', async (t) => {
+  const receiver = await Receiver.start(t)
+  const app = await build(t, { ...FAST, env: LOCAL })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created'] })
+  receiver.secrets = [hook.secret]
+  let refuse = true
+  receiver.answer = (r) => ({ status: refuse && r.event.data.name === 'Refused' ? 500 : 200 })
+  await newUser(app, { name: 'Refused' })
+  await newUser(app, { name: 'After' })
+  await until('the later event delivered', () => receiver.received.some((r) => r.event.data.name === 'After'))
+  const first = (await deliveries(app, admin, hook.id)).find((d) => d.event_type === 'user.created' && d.status === 'pending')
+  t.match(first, { status: 'pending', last_status_code: 500, last_error: /500/ }, 'the failing one waits, with what the receiver said')
+  refuse = false
+  await until('the failed one delivered on its retry', async () => (await deliveries(app, admin, hook.id)).every((d) => d.status === 'delivered'))
+  t.ok(receiver.received.filter((r) => r.event.data.name === 'Refused').length >= 2)
+})
+
+t.test('a slow receiver delays only itself; huge answers and redirects fail an attempt, not the service', async (t) => {
+  const slow = await Receiver.start(t)
+  const fast = await Receiver.start(t)
+  const app = await build(t, { ...FAST, env: LOCAL })
+  const admin = await adminUser(app)
+  const slowHook = await createWebhook(app, admin, { url: slow.url, events: ['user.created'] })
+  const fastHook = await createWebhook(app, admin, { url: fast.url, events: ['user.created'] })
+  slow.secrets = [slowHook.secret]
+  fast.secrets = [fastHook.secret]
+  slow.answer = () => ({ status: 200, delayMs: 5000 })
+  const started = Date.now()
+  await newUser(app)
+  await until('the fast receiver has it', () => fast.received.length === 1)
+  t.ok(Date.now() - started < 1500, `the fast receiver was not held up by the slow one (${Date.now() - started} ms)`)
+  await until('the slow one timed out and was recorded', async () => (await deliveries(app, admin, slowHook.id))[0]?.last_error?.includes('no answer') === true)
+
+  fast.answer = () => ({ status: 302, location: 'http://127.0.0.1:1/elsewhere' })
+  await newUser(app)
+  await until('the redirect recorded', async () => (await deliveries(app, admin, fastHook.id))[0]?.last_status_code === 302)
+  t.match((await deliveries(app, admin, fastHook.id))[0], { status: 'pending', last_error: /redirects are not followed/ })
+  fast.answer = () => ({ status: 200, bodyBytes: 20 * 1024 * 1024 })
+  await until('delivered despite a 20 MiB answer', async () => (await deliveries(app, admin, fastHook.id)).every((d) => d.status === 'delivered'))
+  t.equal((await app.inject('/health/live')).statusCode, 200, 'the service is fine')
+})
+
+t.test('a host that resolves to a private address at send time is not connected to', async (t) => {
+  const receiver = await Receiver.start(t)
+  const { resolve, rebind } = resolver()
+  const app = await build(t, { ...FAST, env: { WEBHOOK_ALLOW_HTTP: 'true' }, webhooks: { ...FAST.webhooks, resolve } })
+  const admin = await adminUser(app)
+  // Public when the webhook is made; the same name then answers 127.0.0.1, where the receiver listens.
+  const hook = await createWebhook(app, admin, { url: `http://rebind.example:${receiver.port}/hook`, events: ['user.created'] })
+  rebind()
+  await newUser(app)
+  await until('the attempt failed at the check', async () => /not a public address/.test((await deliveries(app, admin, hook.id))[0]?.last_error ?? ''))
+  t.match((await deliveries(app, admin, hook.id))[0], { status: 'pending', last_status_code: null })
+  t.equal(receiver.received.length, 0, 'nothing reached the address behind the name')
+})
+
+t.test('a rotated secret signs beside the former one during the overlap', async (t) => {
+  const receiver = await Receiver.start(t)
+  const app = await build(t, { ...FAST, env: LOCAL })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created'] })
+  const rotated = await app.inject({ method: 'POST', url: `/webhooks/${hook.id}/secret`, headers: admin.headers })
+  t.equal(rotated.statusCode, 201)
+  const secret: string = rotated.json().secret
+  t.not(secret, hook.secret)
+  receiver.secrets = [hook.secret, secret]
+  await newUser(app)
+  await until('a delivery', () => receiver.received.length === 1)
+  t.same(receiver.received[0]!.verified, [true, true], 'verified with the former secret and with the new one')
+  t.equal(receiver.received[0]!.signature.split(' ').length, 2)
+  // Past the overlap only the new secret signs.
+  await app.db.updateTable('webhooks').set({ previous_secret_until: Date.now() - 1 }).where('id', '=', hook.id).execute()
+  await newUser(app)
+  await until('a second delivery', () => receiver.received.length === 2)
+  t.same(receiver.received[1]!.verified, [false, true])
+})
+
+t.test('a webhook failing long enough is disabled; re-enabled, it gets what waited; deliveries retried by hand; deleted, it gets nothing', async (t) => {
+  const receiver = await Receiver.start(t)
+  const app = await build(t, { ...FAST, env: { ...LOCAL, WEBHOOK_DISABLE_AFTER_SECONDS: '1' } })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created'] })
+  receiver.secrets = [hook.secret]
+  receiver.answer = () => ({ status: 503 })
+  await newUser(app)
+  await until('disabled', async () => (await app.inject({ url: `/webhooks/${hook.id}`, headers: admin.headers })).json().enabled === false, 10_000)
+  const disabled = (await app.inject({ url: `/webhooks/${hook.id}`, headers: admin.headers })).json()
+  t.match(disabled.disabled_reason, /failed/)
+  receiver.answer = () => ({ status: 200 })
+  const tried = receiver.received.length
+  await newUser(app)
+  await new Promise((r) => setTimeout(r, 500))
+  t.equal(receiver.received.length, tried, 'nothing is sent to a disabled webhook')
+  const again = await app.inject({ method: 'PUT', url: `/webhooks/${hook.id}`, headers: admin.headers, payload: { url: receiver.url, events: ['user.created'], enabled: true } })
+  t.match(again.json(), { enabled: true, disabled_reason: null })
+  await until('what waited is delivered', async () => (await deliveries(app, admin, hook.id)).every((d) => d.status === 'delivered'))
+
+  const one = (await deliveries(app, admin, hook.id))[0]!
+  const count = receiver.received.filter((r) => r.id === one.event_id).length
+  const retried = await app.inject({ method: 'POST', url: `/webhooks/${hook.id}/deliveries/${one.id}/retry`, headers: admin.headers })
+  t.equal(retried.statusCode, 202)
+  await until('sent again', () => receiver.received.filter((r) => r.id === one.event_id).length === count + 1)
+
+  t.equal((await app.inject({ method: 'DELETE', url: `/webhooks/${hook.id}`, headers: admin.headers })).statusCode, 204)
+  const before = receiver.received.length
+  await newUser(app)
+  await new Promise((r) => setTimeout(r, 500))
+  t.equal(receiver.received.length, before, 'nothing is sent to a deleted webhook')
+})
+
+t.test('a delivery failing past WEBHOOK_MAX_AGE_SECONDS is failed', async (t) => {
+  const receiver = await Receiver.start(t)
+  const app = await build(t, { ...FAST, env: LOCAL, webhooks: { delivery: { retryBaseMs: 100, retryMaxMs: 200, maxAgeMs: 600 } } })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created'] })
+  receiver.answer = () => ({ status: 500 })
+  await newUser(app)
+  await until('given up', async () => (await deliveries(app, admin, hook.id))[0]?.status === 'failed')
+  t.match((await deliveries(app, admin, hook.id, '&status=failed'))[0], { status: 'failed', last_status_code: 500 })
+})
