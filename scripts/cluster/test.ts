@@ -12,6 +12,7 @@ const SHORT = args.has('--short')
 const LOAD_MS = SHORT ? 24_000 : 48_000
 const THROUGHPUT_S = SHORT ? 5 : 10
 const WORKERS = 12
+const ADMIN = { email: 'feed-reader@example.com', password: 'feed-reader-password-1' }
 /** How long a client waits after a failed request before its next one, as a real client backs off. */
 const RETRY_DELAY_MS = 100
 const FRONT = 'http://127.0.0.1:3100'
@@ -36,7 +37,7 @@ function startInstance(name: keyof typeof INSTANCES, migrate: boolean): ChildPro
       DATABASE_URL: 'mysql://root@127.0.0.1:3310/roster', MIGRATE_ON_START: String(migrate),
       RATE_LIMIT_REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: prefix,
       RATE_LIMIT_MAX: '100000000', LOGIN_MAX_FAILURES: '100000', LOGIN_MAX_FAILURES_PER_CLIENT: '100000', MAIL_MAX_PER_CLIENT: '100000',
-      DB_POOL_SIZE: '8', METRICS_PORT: '0'
+      DB_POOL_SIZE: '8', METRICS_PORT: '0', ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password
     }
   })
   running.set(name, child)
@@ -145,6 +146,38 @@ async function worker(w: number, until: number): Promise<void> {
   }
 }
 
+// ---- the feed, followed through the faults ----
+
+/** Every event id the reader saw, in the order it saw them, and where it stands. */
+const feedSeen: string[] = []
+let feedAfter: string | undefined
+
+/** Follows the feed from where the reader stands to its end (`next` null), as a company's backend does. */
+async function followFeed(token: string): Promise<boolean> {
+  let path: string | null = `/events?limit=200${feedAfter ? `&after=${feedAfter}` : ''}`
+  while (path) {
+    const res = await call('GET', path, token)
+    if (res.status !== 200) return false
+    for (const event of res.json.items as Array<{ id: string }>) feedSeen.push(event.id)
+    feedAfter = feedSeen[feedSeen.length - 1] ?? feedAfter
+    path = res.json.next
+  }
+  return true
+}
+
+/** The whole feed, read afresh from its start. */
+async function wholeFeed(token: string): Promise<string[]> {
+  const ids: string[] = []
+  let path: string | null = '/events?limit=200'
+  while (path) {
+    const res = await call('GET', path, token)
+    if (res.status !== 200) throw new Error(`reading the feed: ${res.status}`)
+    for (const event of res.json.items as Array<{ id: string }>) ids.push(event.id)
+    path = res.json.next
+  }
+  return ids
+}
+
 // ---- checks ----
 
 async function nodeFacts(port: number) {
@@ -212,10 +245,16 @@ try {
   failures.length = 0
   requests = 0
 
-  // Load with faults.
+  // Load with faults, and a reader following the feed through them.
+  const adminLogin = await call('POST', '/auth/tokens', undefined, ADMIN)
+  if (adminLogin.status !== 201) throw new Error(`the feed reader could not log in: ${adminLogin.status}`)
+  const adminToken: string = adminLogin.json.token
   const start = Date.now()
   const until = start + LOAD_MS
-  const load = Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(w, until)))
+  const load = Promise.all([
+    ...Array.from({ length: WORKERS }, (_, w) => worker(w, until)),
+    (async () => { while (Date.now() < until) { await followFeed(adminToken); await sleep(250) } })()
+  ])
   const at = (fraction: number) => sleep(Math.max(0, start + LOAD_MS * fraction - Date.now()))
   await at(0.2)
   const nodeKilled = Date.now()
@@ -236,6 +275,14 @@ try {
   log(`t=${((Date.now() - start) / 1000).toFixed(1)} s: instance a back (${((Date.now() - instanceBack) / 1000).toFixed(1)} s to ready)`)
   await load
   const end = Date.now()
+  // The reader catches up, then the whole feed is read afresh: it must have seen each event once, none missed.
+  for (let i = 0; i < 20 && !(await followFeed(adminToken)); i++) await sleep(500)
+  const whole = await wholeFeed(adminToken)
+  const twice = feedSeen.length - new Set(feedSeen).size
+  const missed = whole.filter((id) => !new Set(feedSeen).has(id)).length
+  const inOrder = feedSeen.length === whole.length && feedSeen.every((id, i) => whole[i] === id)
+  log(`feed: ${whole.length} events; the reader saw ${feedSeen.length}, ${missed} missed, ${twice} twice, ${inOrder ? 'in the same order' : 'NOT in the same order'}`)
+  if (missed > 0 || twice > 0 || !inOrder) failed = true
 
   // Quiesce: the instances stop (their deliverers write the outbox), the nodes settle.
   for (const child of running.values()) child.kill('SIGTERM')
@@ -281,6 +328,7 @@ try {
   }
   console.log(`| throughput, 1 instance / 2 instances | ${one} / ${two} req/s |`)
   console.log(`| nodes agree (row counts, checksums) | ${agree ? 'yes' : 'NO'} |`)
+  console.log(`| the feed, followed through the faults | ${whole.length} events: ${missed} missed, ${twice} seen twice, ${inOrder ? 'same order as a fresh read' : 'ORDER DIFFERS'} |`)
   if (lost > 0 || !agree) failed = true
 } catch (err) {
   console.error(err)

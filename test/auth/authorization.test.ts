@@ -91,12 +91,14 @@ async function fixture(app: App): Promise<Fixture> {
   const now = Date.now()
   const webhook = await app.db.insertInto('webhooks').values({
     url: 'https://93.184.216.34/hook', events: '["user.*"]', enabled: 0, description: '', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
-    previous_secret: null, previous_secret_until: null, disabled_reason: null, failing_since: null, lease: null, lease_until: null, created_at: now, updated_at: now
+    previous_secret: null, previous_secret_until: null, disabled_reason: null, failing_since: null, lease: null, lease_until: null,
+    created_at: now, updated_at: now
   }).executeTakeFirstOrThrow()
   const webhookId = Number(webhook.insertId)
   const delivery = await app.db.insertInto('outbox').values({
     kind: 'webhook', template: 'user.created', recipient: '', data: '{}', state: 'sent', attempts: 1, created_at: now, next_attempt_at: now,
-    claim: null, sent_at: now, last_error: null, webhook_id: webhookId, event_id: 'evt_01JD0000000000000000000000', last_attempt_at: now, last_status_code: 200
+    claim: null, sent_at: now, last_error: null, webhook_id: webhookId, event_id: 'evt_01JD0000000000000000000000',
+    last_attempt_at: now, last_status_code: 200
   }).executeTakeFirstOrThrow()
   return { target, emailId: emails[0].id, secondEmailId: second.id, webhookId, deliveryId: Number(delivery.insertId) }
 }
