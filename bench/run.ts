@@ -9,7 +9,9 @@
 // each baseline's, and the EXPLAIN of the collection queries. The `embedded` scenario does scenario 1 again on the
 // SQLite default (a file of its own, seeded alike) against a bare node:http + better-sqlite3 baseline, in
 // alternating rounds too. The `metrics` scenario does scenario 1 with the metrics on (the default) and off
-// (METRICS_PORT=0), alternating. Writes everything to bench/results/latest.json.
+// (METRICS_PORT=0), alternating. The `drain` scenario (bench/drain.ts) measures the outbox: mail and webhook
+// deliveries leaving a full outbox for receivers that answer at once, and a sign-up's mail under the rename load.
+// Writes everything to bench/results/latest.json.
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
@@ -21,6 +23,7 @@ import { tokenHash } from '../src/accounts/secrets.js'
 import { callerQuery } from '../src/auth/caller.js'
 import { listUsersQuery } from '../src/users/repository.js'
 import { seed, type SeededUser } from '../scripts/seed.js'
+import { measureDrain, smtpSink, type DrainFigures } from './drain.js'
 import { cpuMicros, startCommand, waitFor } from './processes.js'
 
 const { values: args } = parseArgs({
@@ -32,7 +35,7 @@ const { values: args } = parseArgs({
     'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' },
     database: { type: 'string', default: 'roster_bench' },
     reuse: { type: 'boolean', default: false },
-    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,refresh,login,embedded,metrics' },
+    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,refresh,login,embedded,metrics,drain' },
     'sqlite-file': { type: 'string', default: 'bench/results/roster_bench.sqlite' },
     'log-level': { type: 'string', default: 'info' },
     'node-options': { type: 'string', default: '' }
@@ -56,6 +59,7 @@ const PREPARED_BASELINE_PORT = 3303
 const EMBEDDED_ROSTER_PORT = 3304
 const EMBEDDED_BASELINE_PORT = 3305
 const METRICS_OFF_PORT = 3307
+const DRAIN_PORT = 3308
 const SQLITE_FILE = args['sqlite-file']
 const SQLITE_TOKENS = `${RESULTS}/tokens-embedded.jsonl`
 
@@ -200,6 +204,32 @@ async function metricsOnOff(roster: { url: string; pid: number }, adminToken: st
   }
 }
 
+/**
+ * The outbox's drain: the main instance (mail to its log) is stopped so that it takes no message, and one with
+ * SMTP_URL at a sink in this process, and webhooks allowed to this machine, drains a full outbox and serves the
+ * rename load while users sign up.
+ */
+async function drainScenario(main: ChildProcess, adminToken: string): Promise<DrainFigures> {
+  main.kill('SIGTERM')
+  await new Promise((resolve) => (main.exitCode !== null ? resolve(null) : main.once('exit', resolve)))
+  const smtp = await smtpSink()
+  const drain = startRoster(DATABASE_URL, DRAIN_PORT, {
+    SMTP_URL: smtp.url, WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', MAIL_MAX_PER_CLIENT: '100000', METRICS_PORT: '0'
+  })
+  try {
+    const url = `http://127.0.0.1:${DRAIN_PORT}`
+    await waitFor(`${url}/health/ready`, drain)
+    log(`drain: mail and webhook deliveries through an outbox of 2,000, then sign-ups under the rename load (${DURATION} s)`)
+    return await measureDrain({
+      url, databaseUrl: DATABASE_URL, adminToken, duration: DURATION,
+      renameLoad: () => load({ url, pid: drain.pid! }, 'rename', DURATION, adminToken)
+    }, smtp)
+  } finally {
+    drain.kill('SIGTERM')
+    await smtp.close()
+  }
+}
+
 const EMBEDDED_TARGETS = ['baseline-sqlite', 'roster-sqlite'] as const
 type EmbeddedTarget = typeof EMBEDDED_TARGETS[number]
 
@@ -332,6 +362,7 @@ async function main() {
     const embeddedRounds: Array<Record<EmbeddedTarget, Measured>> = []
     const metricsRounds: Array<Record<MetricsTarget, Measured>> = []
     for (const scenario of args.scenarios.split(',').filter(Boolean)) {
+      if (scenario === 'drain') continue // below, once the main instance is stopped
       if (scenario === 'metrics') {
         metricsRounds.push(...await metricsOnOff(rosterTarget, adminToken))
         for (const target of METRICS_TARGETS) rows.push({ target, ...combine(metricsRounds.map((r) => r[target])), scenario: 'self-read (metrics on/off)' })
@@ -352,6 +383,8 @@ async function main() {
       rows.push({ target: 'roster', ...(await load(rosterTarget, scenario, DURATION, adminToken)) })
     }
     const peakRssMb = Math.round(memoryKb(roster.pid!, 'VmHWM') / 1024)
+    let drained: DrainFigures | undefined
+    if (args.scenarios.split(',').includes('drain')) drained = await drainScenario(roster, adminToken)
 
     const seeded = readFileSync(TOKENS, 'utf8').split('\n', 2000).filter(Boolean).map((l) => JSON.parse(l) as SeededUser)
     const active = seeded.filter((u) => u.status === 'ACTIVE')
@@ -391,6 +424,14 @@ async function main() {
         `throughput ${fmt(metricsRatios.throughput, 3)}× (target ≥ 0.97), p99 ${fmt(metricsRatios.p99, 2)}×`)
       console.log(`Rounds (req/s of roster, roster-metrics-off): ${metricsRounds.map((r, i) => `${i + 1}: ${METRICS_TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
+    if (drained) {
+      const d = drained
+      console.log(`\nOutbox drain (MySQL, receivers on this machine that answer at once): mail ${fmt(d.mail.perSecond)}/s ` +
+        `(${d.mail.count} in ${d.mail.seconds} s, target ≥ 200/s); webhook deliveries ${fmt(d.webhookOne.perSecond)}/s to one webhook ` +
+        `(one in flight, in order), ${fmt(d.webhookEight.perSecond)}/s to eight`)
+      console.log(`A sign-up's mail under the rename load (${CONNECTIONS} connections): median ${d.signupMail.medianMs} ms, ` +
+        `at most ${d.signupMail.maxMs} ms from the answer to the SMTP server (target ≤ 2,000 ms), ${d.signupMail.count} sign-ups, ${d.signupMail.missing} not arrived`)
+    }
     console.log('\n### Query plans (EXPLAIN), and the rows one prepared execution read\n')
     for (const p of plans) {
       const text = (v: unknown) => (typeof v === 'string' || typeof v === 'number' ? String(v) : '-')
@@ -409,7 +450,7 @@ async function main() {
     writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({
       at: new Date().toISOString(), users: USERS, duration: DURATION, rounds: ROUNDS, connections: CONNECTIONS, logLevel: args['log-level'],
       machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
-      rows, selfReadRounds: rounds, ratios, embeddedRounds, embeddedRatios, metricsRounds, metricsRatios, peakRssMb, plans, valid: failed.length === 0
+      rows, selfReadRounds: rounds, ratios, embeddedRounds, embeddedRatios, metricsRounds, metricsRatios, peakRssMb, drained, plans, valid: failed.length === 0
     }, null, 2))
     log(`figures in ${RESULTS}/latest.json`)
   } finally {

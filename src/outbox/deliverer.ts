@@ -39,12 +39,11 @@ export function retryDelay(attempts: number, base: number, max: number, random =
  * the two sends it again once its lease ends (at least once, never lost).
  */
 export class Deliverer {
-  private timer: NodeJS.Timeout | undefined
-  private running: Promise<void> | undefined
-  private again = false
   private stopped = true
   private lastPurge = 0
   private readonly kinds: Kind[] = []
+  /** Each kind's own loop, so that one kind's backlog never holds back another's claims. */
+  private readonly loops = new Map<Kind, { timer?: NodeJS.Timeout; running?: Promise<void>; again: boolean }>()
   private readonly options: DelivererOptions
   /** The drains waiting for a lane to finish, told when new messages are due instead. */
   private readonly waiting = new Set<() => void>()
@@ -60,27 +59,30 @@ export class Deliverer {
   /** A kind of message this deliverer sends. */
   add<C>(kind: Kind<C>): void {
     this.kinds.push(kind)
+    this.loops.set(kind, { again: false })
   }
 
   start(): void {
     this.stopped = false
-    this.schedule(0)
+    for (const kind of this.kinds) this.schedule(kind, 0)
   }
 
   /** New messages were committed: look at the outbox now rather than at the next poll. */
   wake(): void {
     if (this.stopped) return
     this.nudge()
-    if (this.running) this.again = true
-    else this.schedule(0)
+    for (const [kind, loop] of this.loops) {
+      if (loop.running) loop.again = true
+      else this.schedule(kind, 0)
+    }
   }
 
   /** Stops claiming and waits for the lanes in flight; what they did not reach stays in the outbox for the next start. */
   async stop(): Promise<void> {
     this.stopped = true
-    clearTimeout(this.timer)
+    for (const loop of this.loops.values()) clearTimeout(loop.timer)
     this.nudge()
-    await this.running
+    await Promise.all([...this.loops.values()].map((loop) => loop.running ?? Promise.resolve()))
     for (const kind of this.kinds) kind.close()
   }
 
@@ -89,30 +91,36 @@ export class Deliverer {
     this.waiting.clear()
   }
 
-  private schedule(ms: number): void {
-    clearTimeout(this.timer)
-    this.timer = setTimeout(() => this.run(), ms)
-    this.timer.unref()
+  private schedule(kind: Kind, ms: number): void {
+    const loop = this.loops.get(kind)!
+    clearTimeout(loop.timer)
+    loop.timer = setTimeout(() => this.run(kind), ms)
+    loop.timer.unref()
   }
 
-  private run(): void {
-    if (this.running || this.stopped) return
-    this.again = false
-    this.running = this.deliverDue()
-      .catch((err: unknown) => this.log.warn({ err }, 'outbox: could not be read; trying again'))
+  private run(kind: Kind): void {
+    const loop = this.loops.get(kind)!
+    if (loop.running || this.stopped) return
+    loop.again = false
+    loop.running = this.purgeIfDue().then(() => this.drain(kind))
+      .catch((err: unknown) => this.log.warn({ err, kind: kind.name }, 'outbox: could not be read; trying again'))
       .finally(() => {
-        this.running = undefined
-        if (!this.stopped) this.schedule(this.again ? 0 : this.options.pollMs)
+        loop.running = undefined
+        if (!this.stopped) this.schedule(kind, loop.again ? 0 : this.options.pollMs)
       })
+  }
+
+  /** Drops what was delivered or given up long enough ago, once an hour. */
+  private async purgeIfDue(): Promise<void> {
+    const now = Date.now()
+    if (now - this.lastPurge <= PURGE_EVERY_MS) return
+    this.lastPurge = now
+    await purgeFinished(this.db, now - this.options.keepFinishedMs)
   }
 
   /** Delivers every message due now, of every kind side by side; resolves when none is left and none is in flight. */
   async deliverDue(): Promise<void> {
-    const now = Date.now()
-    if (now - this.lastPurge > PURGE_EVERY_MS) {
-      this.lastPurge = now
-      await purgeFinished(this.db, now - this.options.keepFinishedMs)
-    }
+    await this.purgeIfDue()
     await Promise.all(this.kinds.map((kind) => this.drain(kind)))
   }
 

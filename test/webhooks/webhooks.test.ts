@@ -2,6 +2,7 @@ import t from 'tap'
 import type { App } from '../../src/app.js'
 import type { Resolved } from '../../src/webhooks/destination.js'
 import { adminUser, assertProblem, build, newUser, type BuildOptions, type TestUser } from '../helpers.js'
+import { TestSmtp } from '../mail/smtp.js'
 import { Receiver, until } from './receiver.js'
 
 /** Names the tests resolve without a DNS server: a public one, and one that turns private after it was checked. */
@@ -273,4 +274,20 @@ t.test('a delivery failing past WEBHOOK_MAX_AGE_SECONDS is failed', async (t) =>
   await newUser(app)
   await until('given up', async () => (await deliveries(app, admin, hook.id))[0]?.status === 'failed')
   t.match((await deliveries(app, admin, hook.id, '&status=failed'))[0], { status: 'failed', last_status_code: 500 })
+})
+
+t.test('webhooks stuck on hung receivers do not hold back mail', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const hung = await Receiver.start(t)
+  hung.answer = () => ({ status: 200, delayMs: 4000 })
+  const app = await build(t, { ...FAST, env: { ...LOCAL, SMTP_URL: smtp.url }, webhooks: { delivery: { timeoutMs: 5000 } } })
+  const admin = await adminUser(app)
+  // More hung webhooks than the outbox has lanes for one kind: every webhook lane is taken.
+  for (let i = 0; i < 10; i++) await createWebhook(app, admin, { url: `${hung.url}/${i}`, events: ['user.*'] })
+  await newUser(app)
+  await until('the webhook lanes taken', () => hung.received.length >= 8)
+  const started = Date.now()
+  const user = await newUser(app)
+  await smtp.waitFor(user.email)
+  t.ok(Date.now() - started < 2000, `the verification mail went while every webhook lane waited (${Date.now() - started} ms)`)
 })
