@@ -25,7 +25,7 @@ t.test('GET /metrics on METRICS_PORT moves with the traffic; the process lives o
   t.equal(sample(text, 'http_server_request_duration_seconds_count{method="POST",route="/users",status_code="201"}'), 1, 'the sign-up')
   t.ok(sample(text, 'roster_logins_total{result="success"}') >= 1, 'the login')
   t.ok(sample(text, 'process_resident_memory_bytes') > 10_000_000, 'the process\'s memory')
-  t.ok(text.includes('roster_outbox_pending{kind="mail"}'), 'the outbox')
+  t.ok(text.includes('roster_outbox_pending{kind="mail"}') && text.includes('roster_outbox_pending{kind="webhook"}'), 'the outbox, by kind')
   if (ENGINE === 'mysql') t.ok(sample(text, 'roster_db_pool_connections{state="max"}') > 0, 'the pool')
   t.equal((await call(service, 'GET', '/health/ready')).status, 200)
   t.ok(service.running(), 'the same process is still running')

@@ -1,6 +1,7 @@
 import t, { type Test } from 'tap'
 import { freePort, ADMIN, build, bearer, login, newUser, ENGINE } from '../helpers.js'
 import type { App } from '../../src/app.js'
+import { Receiver, until } from '../webhooks/receiver.js'
 
 /** Prometheus's text exposition, parsed: each sample's value by its name and labels as written. */
 function parse(text: string): Map<string, number> {
@@ -100,6 +101,37 @@ t.test('the outbox: pending mail, the age of the oldest, delivery results', asyn
   t.equal(value(sent, 'roster_outbox_pending{kind="mail"}'), 0, 'none waits once delivered')
   t.equal(value(sent, 'roster_outbox_oldest_age_seconds{kind="mail"}'), 0)
   t.ok(value(sent, 'roster_outbox_deliveries_total{kind="mail",result="delivered"}') >= 1, 'delivered, counted')
+})
+
+t.test('the outbox by kind: webhook deliveries waiting, delivered and retried', async (t) => {
+  const receiver = await Receiver.start(t)
+  const { app, scrape } = await withMetrics(t, { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' })
+  const admin = bearer(await login(app, ADMIN.email, ADMIN.password))
+  const created = await app.inject({ method: 'POST', url: '/webhooks', headers: admin, payload: { url: receiver.url, events: ['user.created'] } })
+  t.equal(created.statusCode, 201)
+  let refuse = true
+  receiver.answer = () => ({ status: refuse ? 500 : 204 })
+  const before = await scrape()
+  t.equal(value(before, 'roster_outbox_deliveries_total{kind="webhook",result="delivered"}'), 0, 'counted from zero')
+  await newUser(app)
+  await until('a refused attempt', () => receiver.received.length >= 1)
+  let samples = await scrape()
+  for (let i = 0; i < 50 && value(samples, 'roster_outbox_deliveries_total{kind="webhook",result="retried"}') < 1; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    samples = await scrape()
+  }
+  t.ok(value(samples, 'roster_outbox_deliveries_total{kind="webhook",result="retried"}') >= 1, 'a refused attempt is a retry')
+  t.equal(value(samples, 'roster_outbox_pending{kind="webhook"}'), 1, 'the delivery waits for its retry')
+  refuse = false
+  const hook = created.json<{ id: number }>().id
+  const delivery = (await app.inject({ url: `/webhooks/${hook}/deliveries`, headers: admin })).json<{ items: Array<{ id: number }> }>().items[0]!.id
+  t.equal((await app.inject({ method: 'POST', url: `/webhooks/${hook}/deliveries/${delivery}/retry`, headers: admin })).statusCode, 202)
+  for (let i = 0; i < 50 && value(samples, 'roster_outbox_deliveries_total{kind="webhook",result="delivered"}') < 1; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    samples = await scrape()
+  }
+  t.equal(value(samples, 'roster_outbox_deliveries_total{kind="webhook",result="delivered"}'), 1, 'then delivered')
+  t.equal(value(samples, 'roster_outbox_pending{kind="webhook"}'), 0)
 })
 
 t.test('the database pool: its size, what is in use, waits', { skip: ENGINE !== 'mysql' && 'MySQL only: the embedded engine has no pool' }, async (t) => {
