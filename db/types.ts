@@ -34,8 +34,8 @@ export interface EmailsTable {
   claimed_at: number | null
 }
 
-/** What a mailed token proves when it comes back. */
-export type EmailTokenPurpose = 'verify' | 'reset'
+/** What a mailed token proves when it comes back; `signin` is a sign-in code (its token is never mailed). */
+export type EmailTokenPurpose = 'verify' | 'reset' | 'signin'
 
 export interface EmailTokensTable {
   id: Generated<number>
@@ -47,6 +47,12 @@ export interface EmailTokensTable {
   user_id: number
   created_at: number
   expires_at: number
+  /** HMAC-SHA256 of the 6-digit code mailed with the token (keyed: see accounts/codes.ts), hex; null without one. */
+  code_hash: string | null
+  /** When the code dies: EMAIL_CODE_TTL_SECONDS after it was mailed, never after the token. */
+  code_expires_at: number | null
+  /** Wrong codes tried against it: at 5 it is dead. */
+  code_tries: Generated<number>
 }
 
 export type OutboxState = 'pending' | 'sent' | 'failed'

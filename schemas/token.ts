@@ -4,13 +4,14 @@ import { ref, stringEnum } from './ref.js'
 import { Session } from './session.js'
 import { User } from './user.js'
 
-export const GRANT_TYPES = ['password', 'refresh_token'] as const
+export const GRANT_TYPES = ['password', 'refresh_token', 'email_code'] as const
 
 /** A login (`grant_type=password`, the default: `email` and `password`) or a refresh (`refresh_token`). */
 export const TokenRequest = Type.Object(
   {
-    grant_type: Type.Optional(stringEnum(GRANT_TYPES, { description: '`password` (the default) or `refresh_token`' })),
-    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'With `password`: any address of the user' })),
+    grant_type: Type.Optional(stringEnum(GRANT_TYPES, { description: '`password` (the default), `refresh_token`, or `email_code` (a code from POST /auth/email-codes)' })),
+    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'With `password`: any address of the user; with `email_code`: the address the code was mailed to' })),
+    code: Type.Optional(Type.String({ pattern: '^[0-9]{6}$', description: 'With `email_code`: the 6-digit code from the mail' })),
     password: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'With `password`' })),
     refresh_token: Type.Optional(Type.String({ minLength: 1, maxLength: 512, description: 'With `refresh_token`: the last one issued for the session' }))
   },

@@ -1,6 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance } from 'fastify'
 import { AddressMail } from './accounts/address-mail.js'
+import { EmailCodes } from './accounts/codes.js'
+import { sharedSecret } from './database/app-secrets.js'
 import { meetsOwasp, Passwords } from './accounts/secrets.js'
 import { EmailsService } from './emails/service.js'
 import { FeedService } from './feed/service.js'
@@ -40,7 +42,9 @@ async function services(app: FastifyInstance): Promise<void> {
     app.log.warn(cost, 'password hashes are cheaper than OWASP recommends (PASSWORD_HASH_MEMORY_KIB, PASSWORD_HASH_PASSES): for tests only')
   }
   const passwords = new Passwords(cost)
+  const codes = new EmailCodes(await sharedSecret(db, 'email-code'), config.EMAIL_CODE_TTL_SECONDS * 1000, limits.events)
   const addressMail = new AddressMail({
+    codes,
     verificationTtlSeconds: config.VERIFICATION_TTL_SECONDS,
     resetTtlSeconds: config.PASSWORD_RESET_TTL_SECONDS,
     linkTemplate: config.APP_LINK_TEMPLATE,
@@ -49,16 +53,18 @@ async function services(app: FastifyInstance): Promise<void> {
     clientWindowSeconds: config.LOGIN_WINDOW_SECONDS
   }, limits.events, () => app.outbox.wake())
   app.decorate('services', {
-    users: new UsersService(db, passwords, limits.guard, addressMail, { signupOpen: config.SIGNUP_OPEN, claimSeconds }),
+    users: new UsersService(db, passwords, limits.guard, addressMail, {
+      signupOpen: config.SIGNUP_OPEN, claimSeconds, reauthMaxAgeSeconds: config.REAUTH_MAX_AGE_SECONDS
+    }),
     emails: new EmailsService(db, addressMail, { maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL, claimSeconds }),
-    verification: new VerificationService(db, passwords, addressMail, limits.guard, {
+    verification: new VerificationService(db, passwords, addressMail, limits.guard, codes, {
       resendSeconds: config.VERIFICATION_RESEND_SECONDS, resetAnswerMs: RESET_ANSWER_MS
     }),
     feed: new FeedService(db, app.sequencer),
     webhooks: new WebhooksService(db, {
       ...app.webhookDestinations, secretOverlapMs: config.WEBHOOK_SECRET_OVERLAP_SECONDS * 1000, wake: () => app.outbox.wake()
     }),
-    sessions: new SessionsService(db, passwords, limits.guard, {
+    sessions: new SessionsService(db, passwords, limits.guard, codes, {
       loggedIn: (result) => app.metrics.login(result),
       unrecorded: (err) => app.log.error({ err }, 'events: a login.failed event could not be written'),
       accessTtlSeconds: config.ACCESS_TOKEN_TTL_SECONDS,

@@ -1,4 +1,3 @@
-import type { EmailTokenPurpose } from '../../db/types.js'
 import { RateLimited } from '../common/errors.js'
 import { foldedKey } from '../common/text.js'
 import type { Trx } from '../database/index.js'
@@ -6,11 +5,14 @@ import type { Limit, Limits } from '../limits/limits.js'
 import { enqueueMail } from '../mail/repository.js'
 import { tokenLink } from '../mail/templates.js'
 import { insertEmailToken, purgeExpiredAddressTokens } from './address-tokens.js'
+import type { EmailCodes } from './codes.js'
 import { newToken } from './secrets.js'
 
 export interface AddressMailOptions {
   verificationTtlSeconds: number
   resetTtlSeconds: number
+  /** The 6-digit codes mailed beside tokens, and alone to sign in. */
+  codes: EmailCodes
   /** APP_LINK_TEMPLATE: mails carry a link built from it as well as the token. */
   linkTemplate: string | undefined
   /** Least time between two verification mails to one address, whatever caused them (VERIFICATION_RESEND_SECONDS). */
@@ -123,6 +125,21 @@ export class AddressMail {
     return this.token(trx, email, 'reset', now)
   }
 
+  /** A sign-in code to an address (its token row is never mailed: the code alone signs in); when the code dies. */
+  async signIn(trx: Trx, email: MailedAddress, now: number): Promise<number> {
+    const codes = this.options.codes
+    const code = codes.newCode()
+    const expiresAt = now + codes.ttlMs
+    await purgeExpiredAddressTokens(trx, email.id, now)
+    await codes.retire(trx, email.id, 'signin')
+    await insertEmailToken(trx, {
+      hash: newToken().hash, purpose: 'signin', emailId: email.id, userId: email.user_id, now, expiresAt,
+      code: { hash: codes.hash(email.id, 'signin', code), expiresAt }
+    })
+    await enqueueMail(trx, { kind: 'signin-code', to: email.address, data: { address: email.address, code, expires_at: expiresAt } }, now)
+    return expiresAt
+  }
+
   /** Tells a former primary address which address is primary now. */
   async primaryChanged(trx: Trx, former: string, primary: string, now: number): Promise<void> {
     await enqueueMail(trx, { kind: 'primary-changed', to: former, data: { address: former, primary } }, now)
@@ -138,13 +155,21 @@ export class AddressMail {
     return `verify-addr:u${userId}:${foldedKey(address)}`
   }
 
-  private async token(trx: Trx, email: MailedAddress, purpose: EmailTokenPurpose, now: number): Promise<number> {
+  private async token(trx: Trx, email: MailedAddress, purpose: 'verify' | 'reset', now: number): Promise<number> {
     const { token, hash } = newToken()
     const ttl = purpose === 'verify' ? this.options.verificationTtlSeconds : this.options.resetTtlSeconds
     const expiresAt = now + ttl * 1000
+    const codes = this.options.codes
+    const code = codes.newCode()
+    const codeExpiresAt = codes.expiresAt(now, expiresAt)
     await purgeExpiredAddressTokens(trx, email.id, now)
-    await insertEmailToken(trx, { hash, purpose, emailId: email.id, userId: email.user_id, now, expiresAt })
-    const data = { address: email.address, token, link: tokenLink(this.options.linkTemplate, token, purpose), expires_at: expiresAt }
+    await codes.retire(trx, email.id, purpose)
+    await insertEmailToken(trx, {
+      hash, purpose, emailId: email.id, userId: email.user_id, now, expiresAt, code: { hash: codes.hash(email.id, purpose, code), expiresAt: codeExpiresAt }
+    })
+    const data = {
+      address: email.address, token, link: tokenLink(this.options.linkTemplate, token, purpose), expires_at: expiresAt, code, code_expires_at: codeExpiresAt
+    }
     await enqueueMail(trx, purpose === 'verify' ? { kind: 'verify-address', to: email.address, data } : { kind: 'password-reset', to: email.address, data }, now)
     return expiresAt
   }

@@ -3,11 +3,15 @@ import type { EmailTokenPurpose } from '../../db/types.js'
 import type { Trx } from '../database/index.js'
 
 export async function insertEmailToken(
-  trx: Trx, values: { hash: string; purpose: EmailTokenPurpose; emailId: number; userId: number; now: number; expiresAt: number }
+  trx: Trx, values: {
+    hash: string; purpose: EmailTokenPurpose; emailId: number; userId: number; now: number; expiresAt: number
+    /** The mailed code's keyed hash and expiry (accounts/codes.ts). */
+    code: { hash: string; expiresAt: number }
+  }
 ): Promise<void> {
   await trx.insertInto('email_tokens').values({
     token_hash: values.hash, purpose: values.purpose, email_id: values.emailId, user_id: values.userId,
-    created_at: values.now, expires_at: values.expiresAt
+    created_at: values.now, expires_at: values.expiresAt, code_hash: values.code.hash, code_expires_at: values.code.expiresAt
   }).execute()
 }
 

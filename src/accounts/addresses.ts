@@ -5,7 +5,7 @@ import { foldedKey, sameMailbox } from '../common/text.js'
 import { isUniqueViolation } from '../database/errors.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
-import { recordEvent, type Cause } from '../events/record.js'
+import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import { presentEmail } from './present.js'
 import { lockUser, touchUser } from './users.js'
 
@@ -62,6 +62,17 @@ export async function markVerified(trx: Trx, emailId: number, now: number): Prom
   await trx.updateTable('emails')
     .set((eb) => ({ verified_at: now, version: eb('version', '+', 1), updated_at: now }))
     .where('id', '=', emailId).execute()
+}
+
+/** Marks an address verified (`email.verified`): reading mail sent there proved it. The address as it is now. */
+export async function verifyAddress(trx: Trx, userId: number, emailId: number, now: number, cause: Cause): Promise<EmailRow> {
+  const before = await findEmail(trx, userId, emailId)
+  if (!before) throw new Error(`address ${emailId} vanished inside its own transaction`)
+  await markVerified(trx, emailId, now)
+  const after = { ...before, verified_at: now, version: before.version + 1 }
+  const shown = presentEmail(after, cause.base)
+  await recordEvent(trx, cause, 'email.verified', userId, shown, changedFields(presentEmail(before, cause.base), shown))
+  return after
 }
 
 export async function deleteEmailRow(trx: Trx, emailId: number): Promise<void> {

@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely'
 import type { SessionsTable } from '../../db/types.js'
 import type { SessionEndReason } from '../../schemas/event.js'
-import type { Trx } from '../database/index.js'
+import type { Db, Trx } from '../database/index.js'
 import { recordEvent, type Cause } from '../events/record.js'
 import { presentSession } from './present.js'
 
@@ -53,4 +53,9 @@ export async function endSession(trx: Trx, userId: number, sessionId: number, ca
   await recordEnded(trx, cause, [row], reason)
   await deleteSessions(trx, [row.id])
   return true
+}
+
+/** When a session was signed in (by password or e-mail code: refreshes keep it); undefined when it is gone. */
+export async function sessionSignedInAt(db: Db, sessionId: number): Promise<number | undefined> {
+  return (await db.selectFrom('sessions').select('created_at').where('id', '=', sessionId).executeTakeFirst())?.created_at
 }

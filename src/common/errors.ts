@@ -96,9 +96,19 @@ export class VersionConflict extends DomainError {
 export class Unauthenticated extends DomainError {
   constructor(
     detail = 'A valid bearer token is required',
-    code: 'UNAUTHENTICATED' | 'INVALID_CREDENTIALS' | 'USER_BANNED' | 'INVALID_GRANT' | 'REFRESH_TOKEN_REUSED' = 'UNAUTHENTICATED'
+    code: 'UNAUTHENTICATED' | 'INVALID_CREDENTIALS' | 'USER_BANNED' | 'INVALID_GRANT' | 'REFRESH_TOKEN_REUSED' | 'REAUTH_REQUIRED' = 'UNAUTHENTICATED'
   ) {
     super(code, detail)
+  }
+}
+
+/**
+ * The caller is known, but signed in too long ago for what it asks (deleting itself): a fresh sign-in, by password or
+ * e-mail code, within `maxAgeSeconds` would do (RFC 9470's `insufficient_user_authentication`).
+ */
+export class ReauthRequired extends Unauthenticated {
+  constructor(readonly maxAgeSeconds: number) {
+    super(`Sign in again (by password or e-mail code): this needs a session signed in less than ${maxAgeSeconds} s ago`, 'REAUTH_REQUIRED')
   }
 }
 

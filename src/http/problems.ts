@@ -3,7 +3,8 @@ import type { FastifyReply } from 'fastify'
 import type { Problem } from '../../schemas/problem.js'
 import { REQUEST_ID_HEADER } from './request-id.js'
 import {
-  Conflict, type DomainError, Forbidden, InvalidInput, MethodNotAllowed, NotFound, PayloadTooLarge, RateLimited, RequestTimeout, Unauthenticated, Unavailable,
+  Conflict, type DomainError, Forbidden, InvalidInput, MethodNotAllowed, NotFound, PayloadTooLarge, RateLimited, ReauthRequired, RequestTimeout,
+  Unauthenticated, Unavailable,
   Unprocessable, UnsupportedMediaType, VersionConflict
 } from '../common/errors.js'
 
@@ -20,6 +21,8 @@ const ANSWERS: Array<[Kind, number, (err: DomainError) => Headers]> = [
   [InvalidInput, 400, () => ({})],
   // Version 1's status for every refusal is 401 (RFC 6750's header); `insufficient_scope` tells an SDK that a new
   // token would not help, so it does not refresh.
+  // RFC 9470: a fresh sign-in would do; `max_age` says how fresh.
+  [ReauthRequired, 401, (err) => ({ 'www-authenticate': `${BEARER}, error="insufficient_user_authentication", max_age=${(err as ReauthRequired).maxAgeSeconds}` })],
   [Unauthenticated, 401, () => ({ 'www-authenticate': BEARER })],
   [Forbidden, 401, () => ({ 'www-authenticate': `${BEARER}, error="insufficient_scope"` })],
   [NotFound, 404, () => ({})],

@@ -5,19 +5,26 @@ import { isoTimestamp } from '../common/timestamps.js'
 /** The product's name, as every mail signs it. */
 export const PRODUCT = 'Roster'
 
-const TokenData = Type.Object({ address: Type.String(), token: Type.String(), link: Type.Union([Type.String(), Type.Null()]), expires_at: Type.Number() })
+const TokenData = Type.Object({
+  address: Type.String(), token: Type.String(), link: Type.Union([Type.String(), Type.Null()]), expires_at: Type.Number(),
+  // Mails written before codes existed have none.
+  code: Type.Optional(Type.String()), code_expires_at: Type.Optional(Type.Number())
+})
+const CodeData = Type.Object({ address: Type.String(), code: Type.String(), expires_at: Type.Number() })
 
 /**
  * Every mail Roster sends, by kind, with the values its template needs. Stored in the outbox as JSON and rendered
  * when it is delivered, so the templates below are the one place a mail's words live.
  * - verify-address: a new or replaced address, or a resend: prove you read mail sent here;
  * - password-reset: a password reset asked for this address;
- * - primary-changed: sent to the former primary address when another address of the user became primary.
+ * - primary-changed: sent to the former primary address when another address of the user became primary;
+ * - signin-code: a code that signs in, asked for this address.
  */
 const MailSchema = Type.Union([
   Type.Object({ kind: Type.Literal('verify-address'), to: Type.String(), data: TokenData }),
   Type.Object({ kind: Type.Literal('password-reset'), to: Type.String(), data: TokenData }),
-  Type.Object({ kind: Type.Literal('primary-changed'), to: Type.String(), data: Type.Object({ address: Type.String(), primary: Type.String() }) })
+  Type.Object({ kind: Type.Literal('primary-changed'), to: Type.String(), data: Type.Object({ address: Type.String(), primary: Type.String() }) }),
+  Type.Object({ kind: Type.Literal('signin-code'), to: Type.String(), data: CodeData })
 ])
 
 /** A mail as the outbox holds it before delivery. */
@@ -54,14 +61,21 @@ export function timeLeft(at: number, now: number): string {
   return `in ${n} ${unit}${n === 1 ? '' : 's'}`
 }
 
-/** A paragraph list as plain text and as HTML, with the token (and the link, when there is one) set apart. */
-function layout(subject: string, paragraphs: string[], token?: { token: string; link: string | null }): Rendered {
+/**
+ * A paragraph list as plain text and as HTML, with the code on a line of its own (where iOS and Android find it to
+ * offer filling it in), then the token and the link, when there are.
+ */
+function layout(subject: string, paragraphs: string[], secret?: { code?: string | undefined; token?: string; link?: string | null }): Rendered {
   const text = [...paragraphs]
   const html = paragraphs.map((p) => `<p>${escape(p)}</p>`)
-  if (token) {
-    text.splice(1, 0, `Your token: ${token.token}`, ...(token.link ? [`Or open: ${token.link}`] : []))
-    html.splice(1, 0, `<p>Your token: <code>${escape(token.token)}</code></p>`,
-      ...(token.link ? [`<p><a href="${escape(token.link)}">${escape(token.link)}</a></p>`] : []))
+  if (secret) {
+    const lines: Array<[string, string]> = []
+    if (secret.code) lines.push(['Your code:', `<p>Your code:</p><p style="font-size:24px;letter-spacing:4px"><strong>${escape(secret.code)}</strong></p>`])
+    if (secret.code) lines.push([secret.code, ''])
+    if (secret.token) lines.push([`Your token: ${secret.token}`, `<p>Your token: <code>${escape(secret.token)}</code></p>`])
+    if (secret.link) lines.push([`Or open: ${secret.link}`, `<p><a href="${escape(secret.link)}">${escape(secret.link)}</a></p>`])
+    text.splice(1, 0, ...lines.map(([t]) => t))
+    html.splice(1, 0, ...lines.map(([, h]) => h).filter(Boolean))
   }
   text.push(`-- ${PRODUCT}`)
   html.push(`<p>&mdash; ${PRODUCT}</p>`)
@@ -77,19 +91,27 @@ export function render(mail: Mail, now = Date.now()): Rendered {
   switch (mail.kind) {
     case 'verify-address': {
       const d = mail.data
-      return layout(`${PRODUCT}: confirm your address ${d.address}`, [
-        `Someone, we hope you, added ${d.address} to an account on ${PRODUCT}. To confirm that this address is yours, send the token below to ${PRODUCT} (your app does this when you open the link).`,
-        `The token can be used once and expires at ${isoTimestamp(d.expires_at)} (${timeLeft(d.expires_at, now)}).`,
+      return layout(d.code ? `${d.code} is your ${PRODUCT} code: confirm your address ${d.address}` : `${PRODUCT}: confirm your address ${d.address}`, [
+        `Someone, we hope you, added ${d.address} to an account on ${PRODUCT}. To confirm that this address is yours, ${d.code ? 'type the code below in the app, or ' : ''}send the token below to ${PRODUCT} (your app does this when you open the link).`,
+        `${d.code && d.code_expires_at ? `The code works once and expires ${timeLeft(d.code_expires_at, now)}. ` : ''}The token can be used once and expires at ${isoTimestamp(d.expires_at)} (${timeLeft(d.expires_at, now)}).`,
         'If this was not you, ignore this mail: the address stays unconfirmed.'
       ], d)
     }
     case 'password-reset': {
       const d = mail.data
-      return layout(`${PRODUCT}: reset your password`, [
-        `A new password was asked for the ${PRODUCT} account of ${d.address}. To choose one, send the token below with your new password (your app does this when you open the link). Every session of the account ends when you do.`,
-        `The token can be used once and expires at ${isoTimestamp(d.expires_at)} (${timeLeft(d.expires_at, now)}).`,
+      return layout(d.code ? `${d.code} is your ${PRODUCT} code: reset your password` : `${PRODUCT}: reset your password`, [
+        `A new password was asked for the ${PRODUCT} account of ${d.address}. To choose one, ${d.code ? 'type the code below in the app, or ' : ''}send the token below with your new password (your app does this when you open the link). Every session of the account ends when you do.`,
+        `${d.code && d.code_expires_at ? `The code works once and expires ${timeLeft(d.code_expires_at, now)}. ` : ''}The token can be used once and expires at ${isoTimestamp(d.expires_at)} (${timeLeft(d.expires_at, now)}).`,
         'If this was not you, ignore this mail: your password stays as it is.'
       ], d)
+    }
+    case 'signin-code': {
+      const d = mail.data
+      return layout(`${d.code} is your ${PRODUCT} sign-in code`, [
+        `A sign-in code was asked for the ${PRODUCT} account of ${d.address}. Type it in the app to sign in.`,
+        `It works once and expires ${timeLeft(d.expires_at, now)}, at ${isoTimestamp(d.expires_at)}.`,
+        'If this was not you, ignore this mail: nobody can sign in without the code.'
+      ], { code: d.code })
     }
     case 'primary-changed': {
       const d = mail.data

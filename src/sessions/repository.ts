@@ -112,3 +112,13 @@ export async function lockCredentials(trx: Trx, userId: number) {
   if (locksRows(trx)) q = q.forUpdate()
   return q.executeTakeFirst()
 }
+
+/** Where a sign-in code may sign in: a primary or verified address, with its user. */
+export function findSignInAddress(db: Db, address: string) {
+  return db
+    .selectFrom('emails')
+    .select(['emails.id', 'emails.user_id', 'emails.verified_at'])
+    .where('emails.address_norm', '=', addressLookupKey(address) ?? '')
+    .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
+    .executeTakeFirst()
+}

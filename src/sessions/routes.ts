@@ -93,6 +93,7 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
       description: [
         '`grant_type=password` (the default) with `email` (any address of the user) and `password` starts a session;',
         '`grant_type=refresh_token` with `refresh_token` continues one, spending that refresh token.',
+        '`grant_type=email_code` with `email` and `code` (mailed by POST /auth/email-codes) starts one and marks that address verified; a wrong, used or expired code is INVALID_CREDENTIALS, and a code dies after 5 wrong tries.',
         'A wrong address and a wrong password answer alike (INVALID_CREDENTIALS); a banned user gets USER_BANNED once its password checked out.',
         'A refresh token is single use: presented again, it ends its whole session (REFRESH_TOKEN_REUSED); unknown, expired or revoked, INVALID_GRANT.',
         'Password checks are limited per account and client address, per client address and per account (429 RATE_LIMITED with Retry-After).'
@@ -103,10 +104,16 @@ const tokens: FastifyPluginAsyncTypebox = async (app) => {
   }, async (request, reply) => {
     const body = request.body
     const grant = body.grant_type ?? 'password'
-    const issued: Issued = grant === 'refresh_token'
-      ? await service.refresh(requireField(body.refresh_token, 'refresh_token', grant), causeOf(request))
-      : await service.login(requireField(body.email, 'email', grant), requireField(body.password, 'password', grant),
-        { address: request.client, agent: request.headers['user-agent'] }, causeOf(request))
+    const client = { address: request.client, agent: request.headers['user-agent'] }
+    let issued: Issued
+    if (grant === 'refresh_token') {
+      issued = await service.refresh(requireField(body.refresh_token, 'refresh_token', grant), causeOf(request))
+    } else if (grant === 'email_code') {
+      if (!app.config.EMAIL_CODE_LOGIN) throw invalidField('/grant_type', 'body', 'email_code is off here (EMAIL_CODE_LOGIN=false)')
+      issued = await service.loginByCode(requireField(body.email, 'email', grant), requireField(body.code, 'code', grant), client, causeOf(request))
+    } else {
+      issued = await service.login(requireField(body.email, 'email', grant), requireField(body.password, 'password', grant), client, causeOf(request))
+    }
     return reply.code(201).header('cache-control', 'no-store').send({
       token: issued.token,
       token_type: 'Bearer',

@@ -1,3 +1,6 @@
+import { deleteEmailTokens } from '../accounts/address-tokens.js'
+import { verifyAddress } from '../accounts/addresses.js'
+import type { EmailCodes } from '../accounts/codes.js'
 import { presentSession } from '../accounts/present.js'
 import { isTokenShaped, newToken, tokenHash, type Passwords } from '../accounts/secrets.js'
 import { endSession, endSessions } from '../accounts/sessions.js'
@@ -11,7 +14,7 @@ import { asActor, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import type { LoginResult } from '../metrics/kinds.js'
 import {
-  deleteToken, findCredentials, findRefresh, findSession, insertRefresh, insertSession, insertToken, listSessions, lockCredentials,
+  deleteToken, findCredentials, findRefresh, findSignInAddress, findSession, insertRefresh, insertSession, insertToken, listSessions, lockCredentials,
   makeRoom, purgeExpiredAccessTokens, renewSession, spendRefresh, type SessionRow
 } from './repository.js'
 
@@ -53,7 +56,8 @@ const MAX_CLIENT = 200
  */
 export class SessionsService {
   constructor(
-    private readonly db: Db, private readonly passwords: Passwords, private readonly guard: LoginGuard, private readonly options: SessionsOptions
+    private readonly db: Db, private readonly passwords: Passwords, private readonly guard: LoginGuard, private readonly codes: EmailCodes,
+    private readonly options: SessionsOptions
   ) {}
 
   /**
@@ -91,19 +95,65 @@ export class SessionsService {
       const current = await lockCredentials(trx, found.id)
       if (!current || current.password_hash !== found.password_hash) return wrongCredentials()
       if (current.status === 'BANNED') return banned()
-      const signedIn = asActor(cause, { type: 'user', id: found.id })
-      await purgeExpiredAccessTokens(trx, found.id, now)
-      await makeRoom(trx, found.id, now, this.options.maxSessionsPerUser, signedIn)
-      const endsAt = now + this.options.sessionMaxAgeSeconds * 1000
-      const sessionId = await insertSession(trx, {
-        user_id: found.id, created_at: now, last_used_at: now, client: (client.agent ?? '').slice(0, MAX_CLIENT),
-        expires_at: Math.min(now + this.options.refreshTtlSeconds * 1000, endsAt), ends_at: endsAt
-      })
-      const issued = await this.issue(trx, found.id, sessionId, now)
-      await recordEvent(trx, signedIn, 'session.created', found.id, presentSession(issued.session, cause.base, null))
-      return issued
+      return this.startSession(trx, found.id, client, now, cause)
     })
     if (issued instanceof Unauthenticated) throw issued
+    return issued
+  }
+
+  /**
+   * A session for an address and the sign-in code mailed to it (POST /auth/email-codes): as a password login, but
+   * proved by the code, which marks the address verified. A wrong, used or expired code is INVALID_CREDENTIALS, as
+   * a wrong password is, and counts against the same limits; five wrong codes kill it.
+   */
+  async loginByCode(email: string, code: string, client: ClientInfo, cause: Cause): Promise<Issued> {
+    const told = this.options.loggedIn ?? (() => {})
+    try {
+      const issued = await this.checkCode(email, code, client, cause)
+      told('success')
+      return issued
+    } catch (err) {
+      if (err instanceof RateLimited) told('throttled')
+      else if (err instanceof Unauthenticated) told(err.code === 'USER_BANNED' ? 'banned' : 'invalid_credentials')
+      throw err
+    }
+  }
+
+  private async checkCode(email: string, code: string, client: ClientInfo, cause: Cause): Promise<Issued> {
+    const target = await findSignInAddress(this.db, email)
+    const attempt = await this.guard.attempt(target ? `u${target.user_id}` : `e${foldedKey(email)}`, client.address)
+    if (!target) throw wrongCredentials()
+    const guess = await this.codes.reserve(target.id, 'signin')
+    const outcome = await inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | 'banned'> => {
+      const now = Date.now()
+      const current = await lockCredentials(trx, target.user_id)
+      if (!current) return 'wrong'
+      if ((await this.codes.spend(trx, target.id, 'signin', code, now)) === undefined) return 'wrong'
+      if (current.status === 'BANNED') return 'banned'
+      await deleteEmailTokens(trx, target.id, 'signin')
+      // Reading the code proved the address.
+      if (target.verified_at === null) await verifyAddress(trx, target.user_id, target.id, now, asActor(cause, { type: 'user', id: target.user_id }))
+      return this.startSession(trx, target.user_id, client, now, cause)
+    })
+    if (outcome === 'wrong') throw wrongCredentials()
+    await attempt.succeeded()
+    await guess.succeeded()
+    if (outcome === 'banned') throw banned()
+    return outcome
+  }
+
+  /** A new session for a user whose credentials checked out, its row locked: room made, tokens issued, the event. */
+  private async startSession(trx: Trx, userId: number, client: ClientInfo, now: number, cause: Cause): Promise<Issued> {
+    const signedIn = asActor(cause, { type: 'user', id: userId })
+    await purgeExpiredAccessTokens(trx, userId, now)
+    await makeRoom(trx, userId, now, this.options.maxSessionsPerUser, signedIn)
+    const endsAt = now + this.options.sessionMaxAgeSeconds * 1000
+    const sessionId = await insertSession(trx, {
+      user_id: userId, created_at: now, last_used_at: now, client: (client.agent ?? '').slice(0, MAX_CLIENT),
+      expires_at: Math.min(now + this.options.refreshTtlSeconds * 1000, endsAt), ends_at: endsAt
+    })
+    const issued = await this.issue(trx, userId, sessionId, now)
+    await recordEvent(trx, signedIn, 'session.created', userId, presentSession(issued.session, cause.base, null))
     return issued
   }
 

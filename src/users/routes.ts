@@ -119,7 +119,7 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
       response: { 204: NoContent, ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'LAST_ADMIN'], 412) }
     }
   }, async (request, reply) => {
-    await service.remove(request.params.user_id, ifMatchVersions(request.headers['if-match']), causeOf(request))
+    await service.remove(callerOf(request), request.params.user_id, ifMatchVersions(request.headers['if-match']), causeOf(request))
     return reply.code(204).send(null)
   })
 

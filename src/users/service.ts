@@ -6,10 +6,10 @@ import type { AddressMail } from '../accounts/address-mail.js'
 import { claimingStale, deleteUserEmails, insertEmail } from '../accounts/addresses.js'
 import type { Passwords } from '../accounts/secrets.js'
 import { presentUser } from '../accounts/present.js'
-import { endSessions, type Keep } from '../accounts/sessions.js'
+import { endSessions, sessionSignedInAt, type Keep } from '../accounts/sessions.js'
 import { findUserById, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
-import { EmailTaken, Forbidden, invalidField, LastAdmin, Unauthenticated, userNotFound } from '../common/errors.js'
+import { EmailTaken, Forbidden, invalidField, LastAdmin, ReauthRequired, Unauthenticated, userNotFound } from '../common/errors.js'
 import { storedNameKey } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
@@ -45,6 +45,8 @@ export interface UsersOptions {
   signupOpen: boolean
   /** An unverified address set this long ago may be taken by another user (UNVERIFIED_CLAIM_SECONDS). */
   claimSeconds: number
+  /** A user deleting itself must have signed in this recently (REAUTH_MAX_AGE_SECONDS). */
+  reauthMaxAgeSeconds: number
 }
 
 /** Refuses a caller who is not an admin: UNAUTHENTICATED without a token, FORBIDDEN with one. */
@@ -202,8 +204,18 @@ export class UsersService {
     })
   }
 
-  /** Deletes a user with its addresses, sessions and tokens in one transaction (`user.deleted`, as it was). */
-  async remove(id: number, expected: Expected, cause: Cause): Promise<void> {
+  /**
+   * Deletes a user with its addresses, sessions and tokens in one transaction (`user.deleted`, as it was). A user
+   * deleting itself must hold a session signed in (by password or e-mail code; a refresh does not count) within
+   * REAUTH_MAX_AGE_SECONDS: a stolen access token alone cannot delete the account. Admins deleting others are not.
+   */
+  async remove(caller: Caller, id: number, expected: Expected, cause: Cause): Promise<void> {
+    if (caller.id === id) {
+      const signedIn = caller.session_id === null ? undefined : await sessionSignedInAt(this.db, caller.session_id)
+      if (signedIn === undefined || Date.now() - signedIn > this.options.reauthMaxAgeSeconds * 1000) {
+        throw new ReauthRequired(this.options.reauthMaxAgeSeconds)
+      }
+    }
     await inTransaction(this.db, async (trx) => {
       await keepAnAdmin(trx, id)
       const row = await lockUserRow(trx, id)

@@ -39,3 +39,10 @@ export async function findResetTarget(db: Db, address: string) {
     .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
     .executeTakeFirst()
 }
+
+/** An address by its text (case-insensitively), whoever holds it: where a code is tried. */
+export async function findAddress(db: Db, address: string): Promise<{ id: number; user_id: number } | undefined> {
+  const key = addressLookupKey(address)
+  if (key === undefined) return undefined
+  return db.selectFrom('emails').select(['id', 'user_id']).where('address_norm', '=', key).executeTakeFirst()
+}

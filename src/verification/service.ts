@@ -1,8 +1,9 @@
 import type { AddressMail } from '../accounts/address-mail.js'
 import { deleteEmailTokens } from '../accounts/address-tokens.js'
-import { findEmail, lockEmail, markVerified, type EmailRow } from '../accounts/addresses.js'
+import { findEmail, lockEmail, verifyAddress, type EmailRow } from '../accounts/addresses.js'
+import type { EmailCodes } from '../accounts/codes.js'
 import { isTokenShaped, tokenHash, type Passwords } from '../accounts/secrets.js'
-import { presentEmail, presentUser } from '../accounts/present.js'
+import { presentUser } from '../accounts/present.js'
 import { endSessions } from '../accounts/sessions.js'
 import { lockUser, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
 import { EmailAlreadyVerified, emailNotFound, InvalidToken, NotFound, RateLimited } from '../common/errors.js'
@@ -11,7 +12,10 @@ import type { Db, Trx } from '../database/index.js'
 import { inTransaction, written } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
-import { deleteUserTokens, findEmailToken, findResetTarget, lastTokenAt } from './repository.js'
+import { deleteUserTokens, findAddress, findEmailToken, findResetTarget, lastTokenAt } from './repository.js'
+
+/** What proves a mail was read: its token, or its address and the code it carried. */
+export type MailedProof = { token: string } | { email: string; code: string }
 
 export interface VerificationOptions {
   /** Least time between two verification mails to one address (VERIFICATION_RESEND_SECONDS). */
@@ -33,6 +37,7 @@ export class VerificationService {
     private readonly passwords: Passwords,
     private readonly mail: AddressMail,
     private readonly guard: LoginGuard,
+    private readonly codes: EmailCodes,
     private readonly options: VerificationOptions
   ) {}
 
@@ -67,11 +72,19 @@ export class VerificationService {
   }
 
   /**
-   * Verifies the address a verification token was mailed to. The token is spent, with every other verification
-   * token of the address. Unknown, spent, expired or dead with its address: INVALID_TOKEN.
+   * Verifies the address a verification token (or code) was mailed to. The token is spent, with every other
+   * verification token of the address. Unknown, spent, expired or dead with its address: INVALID_TOKEN. A code is
+   * tried as `codeProof` says.
    */
-  async confirm(token: string, cause: Cause): Promise<EmailRow> {
-    const hash = this.hashOf(token)
+  async confirm(proof: MailedProof, client: string, cause: Cause): Promise<EmailRow> {
+    if ('email' in proof) {
+      return this.byCode(proof, 'verify', client, async (trx, target, now) => {
+        await deleteEmailTokens(trx, target.id, 'verify')
+        const row = written(await findEmail(trx, target.user_id, target.id), `address ${target.id}`)
+        return row.verified_at === null ? verifyAddress(trx, target.user_id, target.id, now, cause) : row
+      })
+    }
+    const hash = this.hashOf(proof.token)
     const seen = await findEmailToken(this.db, hash, 'verify')
     if (!seen) throw new InvalidToken()
     return inTransaction(this.db, async (trx) => {
@@ -81,7 +94,7 @@ export class VerificationService {
       const now = Date.now()
       if (!row || row.expires_at <= now) throw new InvalidToken()
       await deleteEmailTokens(trx, row.email_id, 'verify')
-      if (row.verified_at === null) return this.verify(trx, row.user_id, row.email_id, now, cause)
+      if (row.verified_at === null) return verifyAddress(trx, row.user_id, row.email_id, now, cause)
       return written(await findEmail(trx, row.user_id, row.email_id), `address ${row.email_id}`)
     })
   }
@@ -93,18 +106,37 @@ export class VerificationService {
    * VERIFICATION_RESEND_SECONDS) and per client address; both limits apply to every address alike.
    */
   async requestReset(address: string, client: string): Promise<void> {
+    await this.mailAnswered(address, client, 'reset-addr', 'A password reset', (trx, target) => this.mail.reset(trx, target, Date.now()))
+  }
+
+  /**
+   * Asks for a sign-in code to an address: as a reset request, the same answer after the same time whatever the
+   * address, a code mailed only to a primary or verified address of an active user, the same limits.
+   */
+  async requestSignInCode(address: string, client: string): Promise<void> {
+    await this.mailAnswered(address, client, 'signin-addr', 'A sign-in code', (trx, target) => this.mail.signIn(trx, target, Date.now()))
+  }
+
+  /**
+   * Mails `write` to a primary or verified address of an active user, if the address is one, and answers no sooner
+   * than resetAnswerMs after the request arrived either way. One request per address per VERIFICATION_RESEND_SECONDS
+   * (`limit`), and the client's mail limit: a request refused by one counts only there.
+   */
+  private async mailAnswered(
+    address: string, client: string, limit: string, what: string,
+    write: (trx: Trx, target: { id: number; user_id: number; address: string }) => Promise<unknown>
+  ): Promise<void> {
     const started = Date.now()
     const key = addressLookupKey(address) ?? address
-    // One request per address per interval, and the client's mail limit: a request refused by one counts only there.
     await this.mail.allow(client, {
-      key: `reset-addr:${key}`, max: 1, windowMs: this.options.resendSeconds * 1000,
-      detail: `A password reset for this address was asked less than ${this.options.resendSeconds} s ago`
+      key: `${limit}:${key}`, max: 1, windowMs: this.options.resendSeconds * 1000,
+      detail: `${what} for this address was asked less than ${this.options.resendSeconds} s ago`
     })
     const target = await findResetTarget(this.db, address)
     if (target) {
       await inTransaction(this.db, async (trx) => {
         await lockUser(trx, target.user_id)
-        await this.mail.reset(trx, target, Date.now())
+        await write(trx, target)
       })
       this.mail.committed()
     }
@@ -117,9 +149,17 @@ export class VerificationService {
    * address it was mailed to is verified (reading the mail proved it), and every session of the user ends.
    * Failed tokens count against the client's limit of failed checks.
    */
-  async confirmReset(token: string, password: string, client: string, cause: Cause): Promise<void> {
+  async confirmReset(proof: MailedProof, password: string, client: string, cause: Cause): Promise<void> {
+    if ('email' in proof) {
+      const passwordHash = await this.passwords.hash(password)
+      await this.byCode(proof, 'reset', client, async (trx, target, now, before) => {
+        const address = written(await findEmail(trx, target.user_id, target.id), `address ${target.id}`)
+        await this.reset(trx, before, { user_id: target.user_id, email_id: target.id, verified_at: address.verified_at }, passwordHash, now, cause)
+      })
+      return
+    }
     const attempt = await this.guard.attempt(null, client)
-    const hash = this.hashOf(token)
+    const hash = this.hashOf(proof.token)
     const seen = await findEmailToken(this.db, hash, 'reset')
     if (!seen || seen.expires_at <= Date.now()) throw new InvalidToken()
     await attempt.succeeded()
@@ -129,31 +169,57 @@ export class VerificationService {
       const row = await findEmailToken(trx, hash, 'reset')
       const now = Date.now()
       if (!row || row.expires_at <= now) throw new InvalidToken()
-      await deleteUserTokens(trx, row.user_id, 'reset')
-      await updateUserRow(trx, row.user_id, { password_hash: passwordHash, updated_at: now })
-      const after = presentUser({ ...before, version: before.version + 1, updated_at: now }, cause.base)
-      await recordEvent(trx, cause, 'password.reset', row.user_id, after, changedFields(presentUser(before, cause.base), after))
-      if (row.verified_at === null) {
-        await deleteEmailTokens(trx, row.email_id, 'verify')
-        await this.verify(trx, row.user_id, row.email_id, now, cause)
-      }
-      await endSessions(trx, row.user_id, cause, 'password_reset')
+      await this.reset(trx, before, row, passwordHash, now, cause)
     })
+  }
+
+  /**
+   * The new password set: every reset token of the user spent, the address the proof was mailed to verified
+   * (reading the mail proved it), every session of the user ended.
+   */
+  private async reset(
+    trx: Trx, before: UserRow, proved: { user_id: number; email_id: number; verified_at: number | null }, passwordHash: string, now: number, cause: Cause
+  ): Promise<void> {
+    await deleteUserTokens(trx, proved.user_id, 'reset')
+    await updateUserRow(trx, proved.user_id, { password_hash: passwordHash, updated_at: now })
+    const after = presentUser({ ...before, version: before.version + 1, updated_at: now }, cause.base)
+    await recordEvent(trx, cause, 'password.reset', proved.user_id, after, changedFields(presentUser(before, cause.base), after))
+    if (proved.verified_at === null) {
+      await deleteEmailTokens(trx, proved.email_id, 'verify')
+      await verifyAddress(trx, proved.user_id, proved.email_id, now, cause)
+    }
+    await endSessions(trx, proved.user_id, cause, 'password_reset')
+  }
+
+  /**
+   * A change an address and a code prove: the code is tried against the address's live codes for the purpose
+   * (codes.ts: five wrong tries kill it), under the user's lock; `apply` runs in the same transaction when it
+   * matches. A wrong code is INVALID_TOKEN after its try was committed, and counts against the client's limit of
+   * failed checks, as a wrong password does.
+   */
+  private async byCode<T>(
+    proof: { email: string; code: string }, purpose: 'verify' | 'reset', client: string,
+    apply: (trx: Trx, target: { id: number; user_id: number }, now: number, before: UserRow) => Promise<T>
+  ): Promise<T> {
+    const attempt = await this.guard.attempt(null, client)
+    const target = await findAddress(this.db, proof.email)
+    if (!target) throw new InvalidToken()
+    const guess = await this.codes.reserve(target.id, purpose)
+    const outcome = await inTransaction(this.db, async (trx) => {
+      const before = await this.lockOwner(trx, target.user_id)
+      const now = Date.now()
+      if ((await this.codes.spend(trx, target.id, purpose, proof.code, now)) === undefined) return { wrong: true } as const
+      return { wrong: false, result: await apply(trx, target, now, before) } as const
+    })
+    if (outcome.wrong) throw new InvalidToken()
+    await attempt.succeeded()
+    await guess.succeeded()
+    return outcome.result
   }
 
   private hashOf(token: string): string {
     if (!isTokenShaped(token)) throw new InvalidToken()
     return tokenHash(token)
-  }
-
-  /** Marks an address verified (`email.verified`): reading the mail proved it. The address as it is now. */
-  private async verify(trx: Trx, userId: number, emailId: number, now: number, cause: Cause): Promise<EmailRow> {
-    const before = written(await findEmail(trx, userId, emailId), `address ${emailId}`)
-    await markVerified(trx, emailId, now)
-    const after = { ...before, verified_at: now, version: before.version + 1 }
-    const shown = presentEmail(after, cause.base)
-    await recordEvent(trx, cause, 'email.verified', userId, shown, changedFields(presentEmail(before, cause.base), shown))
-    return after
   }
 
   /** Locks the token's user, as it stands; a user deleted meanwhile took its tokens with it. */
