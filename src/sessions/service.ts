@@ -66,10 +66,15 @@ export class SessionsService {
    * banned user learns it is banned only once its password checked out. Each check is first reserved with the
    * login guard (429 past a limit, unchecked).
    */
-  async login(email: string, password: string, client: ClientInfo, cause: Cause): Promise<Issued> {
+  login(email: string, password: string, client: ClientInfo, cause: Cause): Promise<Issued> {
+    return this.counted(this.checkLogin(email, password, client, cause))
+  }
+
+  /** Tells the metrics how a sign-in (by password or by code) ended. */
+  private async counted(signingIn: Promise<Issued>): Promise<Issued> {
     const told = this.options.loggedIn ?? (() => {})
     try {
-      const issued = await this.checkLogin(email, password, client, cause)
+      const issued = await signingIn
       told('success')
       return issued
     } catch (err) {
@@ -106,17 +111,8 @@ export class SessionsService {
    * proved by the code, which marks the address verified. A wrong, used or expired code is INVALID_CREDENTIALS, as
    * a wrong password is, and counts against the same limits; five wrong codes kill it.
    */
-  async loginByCode(email: string, code: string, client: ClientInfo, cause: Cause): Promise<Issued> {
-    const told = this.options.loggedIn ?? (() => {})
-    try {
-      const issued = await this.checkCode(email, code, client, cause)
-      told('success')
-      return issued
-    } catch (err) {
-      if (err instanceof RateLimited) told('throttled')
-      else if (err instanceof Unauthenticated) told(err.code === 'USER_BANNED' ? 'banned' : 'invalid_credentials')
-      throw err
-    }
+  loginByCode(email: string, code: string, client: ClientInfo, cause: Cause): Promise<Issued> {
+    return this.counted(this.checkCode(email, code, client, cause))
   }
 
   private async checkCode(email: string, code: string, client: ClientInfo, cause: Cause): Promise<Issued> {
