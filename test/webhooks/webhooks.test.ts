@@ -1,7 +1,7 @@
 import t from 'tap'
 import type { App } from '../../src/app.js'
 import type { Resolved } from '../../src/webhooks/destination.js'
-import { adminUser, assertProblem, build, newUser, type BuildOptions, type TestUser } from '../helpers.js'
+import { adminUser, assertProblem, build, newUser, sharedDatabase, type BuildOptions, type TestUser } from '../helpers.js'
 import { TestSmtp } from '../mail/smtp.js'
 import { Receiver, until } from './receiver.js'
 
@@ -291,4 +291,24 @@ t.test('webhooks stuck on hung receivers do not hold back mail', async (t) => {
   const user = await newUser(app)
   await smtp.waitFor(user.email)
   t.ok(Date.now() - started < 2000, `the verification mail went while every webhook lane waited (${Date.now() - started} ms)`)
+})
+
+t.test('two instances on one database: each delivery is sent by one of them, one request in flight, every event once', async (t) => {
+  const receiver = await Receiver.start(t)
+  const url = await sharedDatabase(t)
+  const a = await build(t, { ...FAST, url, env: LOCAL })
+  const b = await build(t, { ...FAST, url, env: LOCAL })
+  const admin = await adminUser(a)
+  const earlier = (await feed(a, admin)).length
+  const hook = await createWebhook(a, admin, { url: receiver.url, events: ['user.created'] })
+  receiver.secrets = [hook.secret]
+  receiver.answer = () => ({ status: 200, delayMs: 10 })
+  for (let i = 0; i < 12; i++) await newUser(i % 2 ? a : b)
+  const wanted = (await feed(b, admin)).slice(earlier).filter((e) => e.type === 'user.created').map((e) => e.id)
+  t.equal(wanted.length, 12)
+  await until('every event delivered', () => new Set(receiver.ids()).size === 12)
+  await new Promise((r) => setTimeout(r, 300))
+  t.same(receiver.ids(), wanted, 'each once, in the order of the feed, though both instances deliver')
+  t.equal(receiver.maxInFlight, 1, 'never two requests at once to the webhook')
+  t.ok(receiver.received.every((r) => r.verified[0]))
 })
