@@ -6,6 +6,7 @@ import { isUniqueViolation } from '../database/errors.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
+import { deleteEmailTokens } from './address-tokens.js'
 import { presentEmail } from './present.js'
 import { lockUser, touchUser } from './users.js'
 
@@ -64,10 +65,15 @@ export async function markVerified(trx: Trx, emailId: number, now: number): Prom
     .where('id', '=', emailId).execute()
 }
 
-/** Marks an address verified (`email.verified`): reading mail sent there proved it. The address as it is now. */
+/**
+ * Reading mail sent to an address proved it: its verification tokens are spent, and it is marked verified
+ * (`email.verified`) unless it was already. Read under the caller's lock of the user. The address as it is now.
+ */
 export async function verifyAddress(trx: Trx, userId: number, emailId: number, now: number, cause: Cause): Promise<EmailRow> {
   const before = await findEmail(trx, userId, emailId)
   if (!before) throw new Error(`address ${emailId} vanished inside its own transaction`)
+  await deleteEmailTokens(trx, emailId, 'verify')
+  if (before.verified_at !== null) return before
   await markVerified(trx, emailId, now)
   const after = { ...before, verified_at: now, version: before.version + 1 }
   const shown = presentEmail(after, cause.base)

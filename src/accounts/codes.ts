@@ -9,6 +9,19 @@ export const CODE_TRIES = 5
 /** Wrong codes an address takes for one purpose per day, across all its codes: past it, codes are refused (429). */
 export const CODE_FAILURES_PER_DAY = 10
 
+/**
+ * The least time a wrong code is answered after its request arrived: longer than trying one (a lock, a read, a
+ * write), so that an address nobody has is answered as late as one whose codes were tried.
+ */
+export const CODE_FAILURE_MS = 100
+
+/** Throws `err` no sooner than CODE_FAILURE_MS after `started`. */
+export async function failedCode(started: number, err: Error): Promise<never> {
+  const left = started + CODE_FAILURE_MS - Date.now()
+  if (left > 0) await new Promise((resolve) => setTimeout(resolve, left))
+  throw err
+}
+
 /** A guess reserved against an address's daily allowance of wrong codes: given back if it was right. */
 export interface CodeTry {
   succeeded(): Promise<void>

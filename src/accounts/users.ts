@@ -40,15 +40,9 @@ export async function pageOfUser<R>(db: Db, userId: number, afterId: number, row
   return rows
 }
 
-/**
- * Applies changes to a user and bumps its version, only if the version is one of `versions` when given (checked in
- * the same UPDATE, so no other write can slip in between). Whether a row was changed.
- */
-export async function updateUserRow(trx: Trx, id: number, changes: Updateable<UsersTable>, versions?: number[]): Promise<boolean> {
-  let update = trx.updateTable('users').set((eb) => ({ ...changes, version: eb('version', '+', 1) })).where('id', '=', id)
-  if (versions) update = update.where('version', 'in', versions)
-  const result = await update.executeTakeFirst()
-  return result.numUpdatedRows > 0n
+/** Applies changes to a user and bumps its version; the caller has locked the row and checked If-Match. */
+export async function updateUserRow(trx: Trx, id: number, changes: Updateable<UsersTable>): Promise<void> {
+  await trx.updateTable('users').set((eb) => ({ ...changes, version: eb('version', '+', 1) })).where('id', '=', id).execute()
 }
 
 /**

@@ -70,13 +70,17 @@ export function callerOf(request: FastifyRequest): Caller {
 
 /**
  * What a request's changes are recorded as caused by: the caller acting on itself (`user`), an admin acting on
- * another user or on none in particular (`admin`), or nobody signed in (`anonymous`); with the request's id.
+ * another user or on none in particular (`admin`), or nobody signed in, or a public route proved by what the request
+ * carries (`anonymous`); with the request's id.
  */
 export function causeOf(request: FastifyRequest): Cause {
   const caller = request.caller
   const target = (request.params as { user_id?: number } | undefined)?.user_id
   const base = request.server.config.PUBLIC_URL ?? ''
-  if (!caller) return { actor: { type: 'anonymous', id: null }, requestId: request.id, base }
+  // On a public route the proof is the request's own (a mailed token, a code), not the caller's token: anonymous,
+  // unless an admin acts there as an admin (creating a user).
+  const anonymous = !caller || (request.routeOptions.config.auth === 'public' && caller.role !== 'admin')
+  if (anonymous) return { actor: { type: 'anonymous', id: null }, requestId: request.id, base }
   const type = caller.role === 'admin' && target !== caller.id ? 'admin' : 'user'
   return { actor: { type, id: caller.id }, requestId: request.id, base }
 }

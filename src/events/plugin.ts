@@ -11,13 +11,15 @@ declare module 'fastify' {
 
 /**
  * Events: written by the services in their transactions (record.ts); placed in the feed in the background from the
- * moment the app is ready until it closes, woken after every answered write and polled for other instances' events.
+ * moment the app is ready until it closes, woken after every successful write and polled for other instances' events.
  */
 async function events(app: FastifyInstance, options: Partial<SequencerOptions>): Promise<void> {
   const sequencer = new Sequencer(app.db, app.log, { retentionMs: app.config.EVENT_RETENTION_SECONDS * 1000, ...options })
   app.decorate('sequencer', sequencer)
-  app.addHook('onResponse', (request, _reply, done) => {
-    if (request.method !== 'GET' && request.method !== 'HEAD') sequencer.wake()
+  // A refused write (4xx, 5xx) committed nothing to place; a failed login's event comes after its answer and is
+  // placed at the next poll.
+  app.addHook('onResponse', (request, reply, done) => {
+    if (request.method !== 'GET' && request.method !== 'HEAD' && reply.statusCode < 400) sequencer.wake()
     done()
   })
   app.addHook('onReady', async () => sequencer.start())

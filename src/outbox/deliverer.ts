@@ -129,7 +129,14 @@ export class Deliverer {
     const inFlight = new Set<Promise<void>>()
     for (;;) {
       const room = this.options.lanes - inFlight.size
-      const lanes = room > 0 && !this.stopped ? await kind.claim(this.db, Date.now(), room) : []
+      let lanes: Lane[] = []
+      try {
+        if (room > 0 && !this.stopped) lanes = await kind.claim(this.db, Date.now(), room)
+      } catch (err) {
+        // The lanes in flight finish before the loop is run again: never more than `lanes` of a kind at once.
+        await Promise.allSettled(inFlight)
+        throw err
+      }
       for (const lane of lanes) {
         const running: Promise<void> = this.runLane(kind, lane).finally(() => inFlight.delete(running))
         inFlight.add(running)
@@ -151,8 +158,9 @@ export class Deliverer {
   private async runLane(kind: Kind, lane: Lane): Promise<void> {
     try {
       for (const [i, row] of lane.rows.entries()) {
-        if (this.stopped) {
-          // Stopping: what this lane claimed and did not reach is given back, not left leased for minutes.
+        if (this.stopped || (kind.proceed && !(await kind.proceed(lane)))) {
+          // Stopping, or the lane's receiver withdrawn: what it claimed and did not reach is given back, not left
+          // leased for minutes.
           await releaseClaims(this.db, lane.rows.slice(i).map((r) => r.id), lane.claim, Date.now())
           return
         }

@@ -36,6 +36,11 @@ export interface Kind<C = unknown> {
   readonly dropsData: boolean
   /** Claims due messages into at most `lanes` lanes; none when nothing is due. */
   claim(db: Db, now: number, lanes: number): Promise<Lane<C>[]>
+  /**
+   * Asked before each message of a lane: whether the lane may go on (a webhook deleted or disabled meanwhile may
+   * not); a lane that may not gives its remaining messages back. It may refresh `lane.context`.
+   */
+  proceed?(lane: Lane<C>): Promise<boolean>
   /** Sends one message: resolves with the receiver's status code (or null), rejects with a DeliveryFailure. */
   send(row: OutboxRow, lane: Lane<C>): Promise<number | null>
   /** Told how each attempt ended, after it was recorded (a webhook's run of failures). */

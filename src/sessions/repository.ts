@@ -117,7 +117,7 @@ export async function lockCredentials(trx: Trx, userId: number) {
 export function findSignInAddress(db: Db, address: string) {
   return db
     .selectFrom('emails')
-    .select(['emails.id', 'emails.user_id', 'emails.verified_at'])
+    .select(['emails.id', 'emails.user_id'])
     .where('emails.address_norm', '=', addressLookupKey(address) ?? '')
     .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
     .executeTakeFirst()

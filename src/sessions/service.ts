@@ -1,6 +1,6 @@
 import { deleteEmailTokens } from '../accounts/address-tokens.js'
 import { verifyAddress } from '../accounts/addresses.js'
-import type { EmailCodes } from '../accounts/codes.js'
+import { failedCode, type EmailCodes } from '../accounts/codes.js'
 import { presentSession } from '../accounts/present.js'
 import { isTokenShaped, newToken, tokenHash, type Passwords } from '../accounts/secrets.js'
 import { endSession, endSessions } from '../accounts/sessions.js'
@@ -116,9 +116,10 @@ export class SessionsService {
   }
 
   private async checkCode(email: string, code: string, client: ClientInfo, cause: Cause): Promise<Issued> {
+    const started = Date.now()
     const target = await findSignInAddress(this.db, email)
     const attempt = await this.guard.attempt(target ? `u${target.user_id}` : `e${foldedKey(email)}`, client.address)
-    if (!target) throw wrongCredentials()
+    if (!target) return failedCode(started, wrongCredentials())
     const guess = await this.codes.reserve(target.id, 'signin')
     const outcome = await inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | 'banned'> => {
       const now = Date.now()
@@ -127,11 +128,11 @@ export class SessionsService {
       if ((await this.codes.spend(trx, target.id, 'signin', code, now)) === undefined) return 'wrong'
       if (current.status === 'BANNED') return 'banned'
       await deleteEmailTokens(trx, target.id, 'signin')
-      // Reading the code proved the address.
-      if (target.verified_at === null) await verifyAddress(trx, target.user_id, target.id, now, asActor(cause, { type: 'user', id: target.user_id }))
+      // Reading the code proved the address (read again under the lock: a token may have verified it meanwhile).
+      await verifyAddress(trx, target.user_id, target.id, now, asActor(cause, { type: 'user', id: target.user_id }))
       return this.startSession(trx, target.user_id, client, now, cause)
     })
-    if (outcome === 'wrong') throw wrongCredentials()
+    if (outcome === 'wrong') return failedCode(started, wrongCredentials())
     await attempt.succeeded()
     await guess.succeeded()
     if (outcome === 'banned') throw banned()

@@ -1,7 +1,6 @@
 import type { AddressMail } from '../accounts/address-mail.js'
-import { deleteEmailTokens } from '../accounts/address-tokens.js'
 import { findEmail, lockEmail, verifyAddress, type EmailRow } from '../accounts/addresses.js'
-import type { EmailCodes } from '../accounts/codes.js'
+import { failedCode, type EmailCodes } from '../accounts/codes.js'
 import { isTokenShaped, tokenHash, type Passwords } from '../accounts/secrets.js'
 import { presentUser } from '../accounts/present.js'
 import { endSessions } from '../accounts/sessions.js'
@@ -9,7 +8,7 @@ import { lockUser, lockUserRow, updateUserRow, type UserRow } from '../accounts/
 import { EmailAlreadyVerified, emailNotFound, InvalidToken, NotFound, RateLimited } from '../common/errors.js'
 import { addressLookupKey, sameMailbox } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
-import { inTransaction, written } from '../database/transaction.js'
+import { inTransaction } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import { deleteUserTokens, findAddress, findEmailToken, findResetTarget, lastTokenAt } from './repository.js'
@@ -78,11 +77,8 @@ export class VerificationService {
    */
   async confirm(proof: MailedProof, client: string, cause: Cause): Promise<EmailRow> {
     if ('email' in proof) {
-      return this.byCode(proof, 'verify', client, async (trx, target, now) => {
-        await deleteEmailTokens(trx, target.id, 'verify')
-        const row = written(await findEmail(trx, target.user_id, target.id), `address ${target.id}`)
-        return row.verified_at === null ? verifyAddress(trx, target.user_id, target.id, now, cause) : row
-      })
+      return this.byCode(proof, 'verify', client, async () => undefined,
+        (trx, target, now) => verifyAddress(trx, target.user_id, target.id, now, cause))
     }
     const hash = this.hashOf(proof.token)
     const seen = await findEmailToken(this.db, hash, 'verify')
@@ -93,9 +89,7 @@ export class VerificationService {
       const row = await findEmailToken(trx, hash, 'verify')
       const now = Date.now()
       if (!row || row.expires_at <= now) throw new InvalidToken()
-      await deleteEmailTokens(trx, row.email_id, 'verify')
-      if (row.verified_at === null) return verifyAddress(trx, row.user_id, row.email_id, now, cause)
-      return written(await findEmail(trx, row.user_id, row.email_id), `address ${row.email_id}`)
+      return verifyAddress(trx, row.user_id, row.email_id, now, cause)
     })
   }
 
@@ -151,11 +145,9 @@ export class VerificationService {
    */
   async confirmReset(proof: MailedProof, password: string, client: string, cause: Cause): Promise<void> {
     if ('email' in proof) {
-      const passwordHash = await this.passwords.hash(password)
-      await this.byCode(proof, 'reset', client, async (trx, target, now, before) => {
-        const address = written(await findEmail(trx, target.user_id, target.id), `address ${target.id}`)
-        await this.reset(trx, before, { user_id: target.user_id, email_id: target.id, verified_at: address.verified_at }, passwordHash, now, cause)
-      })
+      // The new password is hashed once the guess is allowed, before the transaction (no lock held while it hashes).
+      await this.byCode(proof, 'reset', client, () => this.passwords.hash(password),
+        (trx, target, now, before, passwordHash) => this.reset(trx, before, { user_id: target.user_id, email_id: target.id }, passwordHash, now, cause))
       return
     }
     const attempt = await this.guard.attempt(null, client)
@@ -178,16 +170,13 @@ export class VerificationService {
    * (reading the mail proved it), every session of the user ended.
    */
   private async reset(
-    trx: Trx, before: UserRow, proved: { user_id: number; email_id: number; verified_at: number | null }, passwordHash: string, now: number, cause: Cause
+    trx: Trx, before: UserRow, proved: { user_id: number; email_id: number }, passwordHash: string, now: number, cause: Cause
   ): Promise<void> {
     await deleteUserTokens(trx, proved.user_id, 'reset')
     await updateUserRow(trx, proved.user_id, { password_hash: passwordHash, updated_at: now })
     const after = presentUser({ ...before, version: before.version + 1, updated_at: now }, cause.base)
     await recordEvent(trx, cause, 'password.reset', proved.user_id, after, changedFields(presentUser(before, cause.base), after))
-    if (proved.verified_at === null) {
-      await deleteEmailTokens(trx, proved.email_id, 'verify')
-      await verifyAddress(trx, proved.user_id, proved.email_id, now, cause)
-    }
+    await verifyAddress(trx, proved.user_id, proved.email_id, now, cause)
     await endSessions(trx, proved.user_id, cause, 'password_reset')
   }
 
@@ -195,23 +184,27 @@ export class VerificationService {
    * A change an address and a code prove: the code is tried against the address's live codes for the purpose
    * (codes.ts: five wrong tries kill it), under the user's lock; `apply` runs in the same transaction when it
    * matches. A wrong code is INVALID_TOKEN after its try was committed, and counts against the client's limit of
-   * failed checks, as a wrong password does.
+   * failed checks, as a wrong password does; it answers no sooner than CODE_FAILURE_MS after the request, so that
+   * an address nobody has answers as late as a known one. `prepare` runs once the guess is allowed, outside the
+   * transaction.
    */
-  private async byCode<T>(
-    proof: { email: string; code: string }, purpose: 'verify' | 'reset', client: string,
-    apply: (trx: Trx, target: { id: number; user_id: number }, now: number, before: UserRow) => Promise<T>
+  private async byCode<P, T>(
+    proof: { email: string; code: string }, purpose: 'verify' | 'reset', client: string, prepare: () => Promise<P>,
+    apply: (trx: Trx, target: { id: number; user_id: number }, now: number, before: UserRow, prepared: P) => Promise<T>
   ): Promise<T> {
+    const started = Date.now()
     const attempt = await this.guard.attempt(null, client)
     const target = await findAddress(this.db, proof.email)
-    if (!target) throw new InvalidToken()
+    if (!target) return failedCode(started, new InvalidToken())
     const guess = await this.codes.reserve(target.id, purpose)
+    const prepared = await prepare()
     const outcome = await inTransaction(this.db, async (trx) => {
       const before = await this.lockOwner(trx, target.user_id)
       const now = Date.now()
       if ((await this.codes.spend(trx, target.id, purpose, proof.code, now)) === undefined) return { wrong: true } as const
-      return { wrong: false, result: await apply(trx, target, now, before) } as const
+      return { wrong: false, result: await apply(trx, target, now, before, prepared) } as const
     })
-    if (outcome.wrong) throw new InvalidToken()
+    if (outcome.wrong) return failedCode(started, new InvalidToken())
     await attempt.succeeded()
     await guess.succeeded()
     return outcome.result

@@ -47,17 +47,30 @@ export class WebhookKind implements Kind<WebhookRow> {
       const lease = randomBytes(12).toString('base64url')
       if (!(await leaseWebhook(db, id, lease, now, until))) continue // another run took it
       const finish = () => releaseWebhook(db, id, lease)
-      const webhook = await findWebhook(db, id)
-      const rows = webhook
-        ? await inTransaction(db, async (trx) => claimRows(trx, await dueIds(trx, 'webhook', now, LANE_SIZE, id), lease, until))
-        : []
-      if (!webhook || rows.length === 0) {
-        await finish()
-        continue
+      try {
+        const webhook = await findWebhook(db, id)
+        const rows = webhook
+          ? await inTransaction(db, async (trx) => claimRows(trx, await dueIds(trx, 'webhook', now, LANE_SIZE, id), lease, until))
+          : []
+        if (!webhook || rows.length === 0) await finish()
+        else out.push({ claim: lease, rows, context: webhook, finish })
+      } catch (err) {
+        // The lease just taken goes back (the claim's transaction rolled back with it); the lanes claimed already run.
+        await finish().catch(() => undefined)
+        if (out.length === 0) throw err
+        this.log.warn({ err, webhook: id }, 'webhook: a claim failed; trying again at the next run')
+        break
       }
-      out.push({ claim: lease, rows, context: webhook, finish })
     }
     return out
+  }
+
+  /** The webhook as it is now: a lane stops when it was deleted or disabled, and sends to its current URL and secrets. */
+  async proceed(lane: Lane<WebhookRow>): Promise<boolean> {
+    const webhook = await findWebhook(this.db, lane.context.id)
+    if (!webhook || webhook.enabled !== 1) return false
+    lane.context = webhook
+    return true
   }
 
   async send(row: OutboxRow, lane: Lane<WebhookRow>): Promise<number> {
@@ -70,7 +83,8 @@ export class WebhookKind implements Kind<WebhookRow> {
 
   async settled(_row: OutboxRow, lane: Lane<WebhookRow>, result: 'delivered' | 'retried' | 'failed', at: number): Promise<void> {
     const id = lane.context.id
-    if (result === 'delivered') return noteSuccess(this.db, id)
+    // The context was read just before this delivery: a webhook failing no more needs no write.
+    if (result === 'delivered') return lane.context.failing_since === null ? undefined : noteSuccess(this.db, id)
     const seconds = Math.round(this.options.disableAfterMs / 1000)
     if (await noteFailure(this.db, id, at, this.options.disableAfterMs, `every delivery failed for ${seconds} s`)) {
       this.log.warn({ webhook: id }, `webhook: disabled: every delivery failed for ${seconds} s (WEBHOOK_DISABLE_AFTER_SECONDS); an admin re-enables it with PUT`)

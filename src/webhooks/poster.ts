@@ -28,7 +28,9 @@ function pinned(to: Resolved): LookupFunction {
  * the whole exchange has WEBHOOK_TIMEOUT_MS. Connections are kept alive between deliveries to the same receiver.
  */
 export class Poster {
-  private readonly agents = { 'http:': new http.Agent({ keepAlive: true, maxSockets: 4 }), 'https:': new https.Agent({ keepAlive: true, maxSockets: 4 }) }
+  // No socket limit: the outbox's lanes and the one-request-per-webhook lease bound what is in flight, and a
+  // delivery queued for a socket would spend its timeout before it was sent.
+  private readonly agents = { 'http:': new http.Agent({ keepAlive: true }), 'https:': new https.Agent({ keepAlive: true }) }
 
   constructor(private readonly options: PosterOptions) {}
 

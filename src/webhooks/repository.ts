@@ -84,11 +84,11 @@ export function subscribers(trx: Trx): Promise<Array<Pick<WebhookRow, 'id' | 'ev
 /** Enabled webhooks with deliveries due now that no run holds: up to `limit`, longest waiting first. */
 export async function dueWebhooks(db: Db, now: number, limit: number): Promise<number[]> {
   const rows = await db.selectFrom('outbox').innerJoin('webhooks', 'webhooks.id', 'outbox.webhook_id')
-    .select('outbox.webhook_id').distinct()
+    .select('outbox.webhook_id')
     .where('outbox.kind', '=', 'webhook').where('outbox.state', '=', 'pending').where('outbox.next_attempt_at', '<=', now)
     .where('webhooks.enabled', '=', 1)
     .where((eb) => eb.or([eb('webhooks.lease_until', 'is', null), eb('webhooks.lease_until', '<=', now)]))
-    .limit(limit).execute()
+    .groupBy('outbox.webhook_id').orderBy((eb) => eb.fn.min('outbox.next_attempt_at')).limit(limit).execute()
   return rows.map((r) => r.webhook_id).filter((id): id is number => id !== null)
 }
 

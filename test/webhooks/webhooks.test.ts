@@ -312,3 +312,23 @@ t.test('two instances on one database: each delivery is sent by one of them, one
   t.equal(receiver.maxInFlight, 1, 'never two requests at once to the webhook')
   t.ok(receiver.received.every((r) => r.verified[0]))
 })
+
+t.test('a webhook deleted or disabled while its deliveries are in flight and waiting gets nothing more', async (t) => {
+  for (const how of ['delete', 'disable'] as const) {
+    const receiver = await Receiver.start(t)
+    const app = await build(t, { ...FAST, env: LOCAL })
+    const admin = await adminUser(app)
+    const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created', 'session.created'] })
+    receiver.answer = () => ({ status: 503, delayMs: 150 })
+    for (let i = 0; i < 3; i++) await newUser(app)
+    await until('a lane under way', () => receiver.received.length >= 2)
+    const res = how === 'delete'
+      ? await app.inject({ method: 'DELETE', url: `/webhooks/${hook.id}`, headers: admin.headers })
+      : await app.inject({ method: 'PUT', url: `/webhooks/${hook.id}`, headers: admin.headers, payload: { url: receiver.url, events: ['user.*'], enabled: false } })
+    t.ok(res.statusCode === 204 || res.statusCode === 200)
+    await new Promise((r) => setTimeout(r, 300)) // the request in flight, if any, answers
+    const seen = receiver.received.length
+    await new Promise((r) => setTimeout(r, 1500)) // past every retry delay (at most 480 ms here)
+    t.equal(receiver.received.length, seen, `${how}: no request after it, though deliveries were waiting`)
+  }
+})
