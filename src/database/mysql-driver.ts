@@ -1,5 +1,5 @@
 import {
-  CompiledQuery, MysqlAdapter, MysqlIntrospector, MysqlQueryCompiler,
+  CompiledQuery, MysqlAdapter, sql, MysqlIntrospector, MysqlQueryCompiler,
   type DatabaseConnection, type DatabaseIntrospector, type Dialect, type DialectAdapter, type Driver, type Kysely,
   type QueryCompiler, type QueryResult, type TransactionSettings
 } from 'kysely'
@@ -225,6 +225,26 @@ class PreparingMysqlDriver implements Driver {
  * variables and transactions behave as with Kysely's driver), savepoints, streaming, and Kysely's own MySQL
  * query compiler, adapter and introspector. `test/database/mysql-driver.test.ts` pins each of these.
  */
+/**
+ * The name of the lock a migration of this database holds. Kysely's MySQL adapter takes one lock of a fixed name,
+ * which is server-wide: starts of unrelated databases on one server would queue behind each other's migrations.
+ * This one is named after the database (a digest, within the 64 characters a lock name may have).
+ */
+export const MIGRATION_LOCK = "concat('roster-migrate:', md5(database()))"
+
+/** How long a start waits for another instance's migration of the same database (as Kysely's adapter does). */
+const MIGRATION_LOCK_WAIT_SECONDS = 60 * 60
+
+class MigrationLockPerDatabase extends MysqlAdapter {
+  override async acquireMigrationLock(db: Kysely<unknown>): Promise<void> {
+    await sql`select get_lock(${sql.raw(MIGRATION_LOCK)}, ${sql.lit(MIGRATION_LOCK_WAIT_SECONDS)})`.execute(db)
+  }
+
+  override async releaseMigrationLock(db: Kysely<unknown>): Promise<void> {
+    await sql`select release_lock(${sql.raw(MIGRATION_LOCK)})`.execute(db)
+  }
+}
+
 export class PreparingMysqlDialect implements Dialect {
   /** `timeoutMs`: the deadline of one round trip, the wait for a pooled connection included. */
   constructor(private readonly pool: Pool, private readonly timeoutMs: number) {}
@@ -235,7 +255,7 @@ export class PreparingMysqlDialect implements Dialect {
     return new MysqlQueryCompiler()
   }
   createAdapter(): DialectAdapter {
-    return new MysqlAdapter()
+    return new MigrationLockPerDatabase()
   }
   createIntrospector(db: Kysely<unknown>): DatabaseIntrospector {
     return new MysqlIntrospector(db)

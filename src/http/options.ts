@@ -37,6 +37,10 @@ export function serverOptions(config: Config): FastifyServerOptions {
     connectionTimeout: 10_000,
     keepAliveTimeout: 10_000,
     return503OnClosing: true,
+    // Fastify fails a start whose plugin takes over 10 s. The database plugin migrates at start, which takes as long
+    // as the tables make it and waits for another instance's migration of the same database: a start is bounded by
+    // the deadlines of what it waits on (a connection's, the migration lock's), not by a guess of Fastify's.
+    pluginTimeout: 0,
     // A percent-encoded address of 254 characters fits; longer path parameters are a 400 (below), as is a bad URL.
     routerOptions: { maxParamLength: 1024 },
     clientErrorHandler: clientError,
