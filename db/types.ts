@@ -55,6 +55,23 @@ export interface EmailTokensTable {
   code_tries: Generated<number>
 }
 
+/** A revert mailed to a former primary address: it makes that address the user's verified primary again. */
+export interface EmailRevertsTable {
+  id: Generated<number>
+  user_id: number
+  /** The former primary address, as it was written; bound to its text, as its row may be gone. */
+  address: string
+  address_norm: string
+  /** SHA-256 of the token, hex. */
+  token_hash: string
+  /** HMAC-SHA256 of the 6-digit code (accounts/codes.ts), hex. It lives as long as the token. */
+  code_hash: string
+  /** Wrong codes tried against it: at 5 the code is dead (the token still works). */
+  code_tries: Generated<number>
+  created_at: number
+  expires_at: number
+}
+
 export type OutboxState = 'pending' | 'sent' | 'failed'
 
 /** What the outbox carries: mail, and webhook deliveries. */
@@ -200,6 +217,7 @@ export interface Database {
   sessions: SessionsTable
   refresh_tokens: RefreshTokensTable
   email_tokens: EmailTokensTable
+  email_reverts: EmailRevertsTable
   outbox: OutboxTable
   webhooks: WebhooksTable
   idempotency_keys: IdempotencyKeysTable

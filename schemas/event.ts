@@ -29,7 +29,8 @@ export type Actor = Static<typeof Actor>
 
 /** Why a session ended (`data.reason` of `session.ended`). */
 export const SESSION_END_REASONS = [
-  'signed_out', 'revoked', 'replay_detected', 'password_changed', 'password_reset', 'banned', 'demoted', 'user_deleted', 'session_limit'
+  'signed_out', 'revoked', 'replay_detected', 'password_changed', 'password_reset', 'banned', 'demoted', 'user_deleted', 'session_limit',
+  'primary_reverted'
 ] as const
 export type SessionEndReason = (typeof SESSION_END_REASONS)[number]
 

@@ -5,7 +5,7 @@ import {
 } from './webhook.js'
 import { Token, TokenRequest } from './token.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from './email.js'
-import { EmailCodeAccepted, EmailCodeRequest, EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from './verification.js'
+import { EmailCodeAccepted, EmailCodeRequest, EmailRevert, EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from './verification.js'
 import { ErrorCode, FieldError, FieldLocation, Problem } from './problem.js'
 import { NameValue, NewUser, PasswordChange, RoleValue, StatusValue, User, UserCollection, UserRole, UserStatus } from './user.js'
 
@@ -14,7 +14,7 @@ export const sharedSchemas = [
   ErrorCode, FieldLocation, FieldError, Problem,
   UserStatus, UserRole, User, UserCollection, NewUser, NameValue, StatusValue, RoleValue, PasswordChange,
   Email, EmailCollection, NewEmail, EmailChange, PrimaryEmailValue, VerificationSent,
-  EmailVerification, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm, EmailCodeRequest, EmailCodeAccepted,
+  EmailVerification, EmailRevert, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm, EmailCodeRequest, EmailCodeAccepted,
   Session, SessionCollection, TokenRequest, Token,
   EventType, Actor, Event, EventCollection, EndedSession, FailedLogin, ...TypedEvents,
   Webhook, WebhookWithSecret, NewWebhook, WebhookReplacement, WebhookSecret, WebhookCollection, DeliveryStatus, Delivery, DeliveryCollection

@@ -14,6 +14,12 @@ export const EmailVerification = Type.Object(
 )
 export type EmailVerification = Static<typeof EmailVerification>
 
+export const EmailRevert = Type.Object(
+  { token: Type.Optional(MailedToken), email: Type.Optional(CodeAddress), code: Type.Optional(MailedCode) },
+  { $id: 'EmailRevert', additionalProperties: false, description: 'The token of the mail a former primary address got when the primary changed, or that address and the mail\'s code', examples: [{ token: 'hV3pQ9xR2mT7wK4nB8cD1fG6jL0sA5eY_uI-oZ2vX3w' }, { email: 'ada@example.com', code: '493017' }] }
+)
+export type EmailRevert = Static<typeof EmailRevert>
+
 export const PasswordResetRequest = Type.Object(
   { email: Address },
   { $id: 'PasswordResetRequest', additionalProperties: false, description: 'The address to mail a reset token to', examples: [{ email: 'ada@example.com' }] }

@@ -47,6 +47,7 @@ async function services(app: FastifyInstance): Promise<void> {
     codes,
     verificationTtlSeconds: config.VERIFICATION_TTL_SECONDS,
     resetTtlSeconds: config.PASSWORD_RESET_TTL_SECONDS,
+    revertTtlSeconds: config.EMAIL_REVERT_TTL_SECONDS,
     linkTemplate: config.APP_LINK_TEMPLATE,
     resendSeconds: config.VERIFICATION_RESEND_SECONDS,
     maxPerClient: config.MAIL_MAX_PER_CLIENT,
@@ -58,7 +59,7 @@ async function services(app: FastifyInstance): Promise<void> {
     }),
     emails: new EmailsService(db, addressMail, { maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL, claimSeconds }),
     verification: new VerificationService(db, passwords, addressMail, limits.guard, codes, {
-      resendSeconds: config.VERIFICATION_RESEND_SECONDS, resetAnswerMs: RESET_ANSWER_MS
+      resendSeconds: config.VERIFICATION_RESEND_SECONDS, resetAnswerMs: RESET_ANSWER_MS, claimSeconds
     }),
     feed: new FeedService(db, app.sequencer),
     webhooks: new WebhooksService(db, {

@@ -4,13 +4,15 @@ import type { Trx } from '../database/index.js'
 import type { Limit, Limits } from '../limits/limits.js'
 import { enqueueMail } from '../mail/repository.js'
 import { tokenLink } from '../mail/templates.js'
-import { insertEmailToken, purgeExpiredAddressTokens } from './address-tokens.js'
+import { insertEmailRevert, insertEmailToken, purgeExpiredAddressTokens, purgeExpiredReverts } from './address-tokens.js'
 import type { EmailCodes } from './codes.js'
 import { newToken } from './secrets.js'
 
 export interface AddressMailOptions {
   verificationTtlSeconds: number
   resetTtlSeconds: number
+  /** How long a former primary may take a primary change back (EMAIL_REVERT_TTL_SECONDS). */
+  revertTtlSeconds: number
   /** The 6-digit codes mailed beside tokens, and alone to sign in. */
   codes: EmailCodes
   /** APP_LINK_TEMPLATE: mails carry a link built from it as well as the token. */
@@ -140,9 +142,29 @@ export class AddressMail {
     return expiresAt
   }
 
-  /** Tells a former primary address which address is primary now. */
-  async primaryChanged(trx: Trx, former: string, primary: string, now: number): Promise<void> {
-    await enqueueMail(trx, { kind: 'primary-changed', to: former, data: { address: former, primary } }, now)
+  /**
+   * Tells a former primary address which address is primary now. When the former one was verified, the mail
+   * carries a revert (a token and a 6-digit code, EMAIL_REVERT_TTL_SECONDS) that makes it the primary again: its
+   * owner can take back a change made by someone holding a session. An address never verified gets the notice
+   * alone: its owner never proved it, and a revert would hand the account to whoever reads it.
+   */
+  async primaryChanged(trx: Trx, former: { user_id: number; address: string; verified_at: number | null }, primary: string, now: number): Promise<void> {
+    if (former.verified_at === null) {
+      await enqueueMail(trx, { kind: 'primary-changed', to: former.address, data: { address: former.address, primary } }, now)
+      return
+    }
+    const { token, hash } = newToken()
+    const codes = this.options.codes
+    const code = codes.newCode()
+    const expiresAt = now + this.options.revertTtlSeconds * 1000
+    await purgeExpiredReverts(trx, former.user_id, now)
+    await insertEmailRevert(trx, {
+      userId: former.user_id, address: former.address, hash, codeHash: codes.hash(foldedKey(former.address), 'revert', code), now, expiresAt
+    })
+    await enqueueMail(trx, {
+      kind: 'primary-changed', to: former.address,
+      data: { address: former.address, primary, revert: { token, link: tokenLink(this.options.linkTemplate, token, 'revert'), code, expires_at: expiresAt } }
+    }, now)
   }
 
   /** The transaction that wrote mail committed. */

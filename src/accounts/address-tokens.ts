@@ -1,5 +1,9 @@
-/* The single-use tokens mailed to an address (verification and reset): only their SHA-256 is stored. */
+/*
+ * The single-use tokens mailed to an address (verification, reset, sign-in) and the reverts mailed to a former
+ * primary: only their SHA-256 is stored, and their codes' keyed hashes.
+ */
 import type { EmailTokenPurpose } from '../../db/types.js'
+import { foldedKey } from '../common/text.js'
 import type { Trx } from '../database/index.js'
 
 export async function insertEmailToken(
@@ -25,4 +29,19 @@ export async function deleteEmailTokens(trx: Trx, emailId: number, purpose?: Ema
 /** Drops an address's expired tokens, as a new one is issued, so that they cannot pile up. */
 export async function purgeExpiredAddressTokens(trx: Trx, emailId: number, now: number): Promise<void> {
   await trx.deleteFrom('email_tokens').where('email_id', '=', emailId).where('expires_at', '<=', now).execute()
+}
+
+/** A revert of a primary change, mailed to the former primary `address` of `userId`. */
+export async function insertEmailRevert(
+  trx: Trx, values: { userId: number; address: string; hash: string; codeHash: string; now: number; expiresAt: number }
+): Promise<void> {
+  await trx.insertInto('email_reverts').values({
+    user_id: values.userId, address: values.address, address_norm: foldedKey(values.address), token_hash: values.hash,
+    code_hash: values.codeHash, created_at: values.now, expires_at: values.expiresAt
+  }).execute()
+}
+
+/** Drops a user's expired reverts, as a new one is written, so that they cannot pile up. */
+export async function purgeExpiredReverts(trx: Trx, userId: number, now: number): Promise<void> {
+  await trx.deleteFrom('email_reverts').where('user_id', '=', userId).where('expires_at', '<=', now).execute()
 }

@@ -96,6 +96,48 @@ export async function markPrimary(trx: Trx, emailId: number, userId: number, now
     .where('id', '=', emailId).execute()
 }
 
+/** Stops an address being its user's primary (new version); another may then be marked. */
+export async function unmarkPrimary(trx: Trx, emailId: number, now: number): Promise<void> {
+  await trx.updateTable('emails')
+    .set((eb) => ({ primary_user_id: null, version: eb('version', '+', 1), updated_at: now }))
+    .where('id', '=', emailId).execute()
+}
+
+/**
+ * Makes `row` its user's primary address (`email.primary_changed`, with the former primary in `previous`); the user's
+ * representation changes. Under the caller's lock of the user. The former primary, if there was one.
+ */
+export async function makePrimary(trx: Trx, row: EmailRow, now: number, cause: Cause): Promise<EmailRow | undefined> {
+  const userId = row.user_id
+  const former = await lockEmail(trx, userId, 'primary')
+  // The index allows one primary per user: the former one is unmarked first.
+  if (former) await unmarkPrimary(trx, former.id, now)
+  await markPrimary(trx, row.id, userId, now)
+  await touchUser(trx, userId, now)
+  await recordEvent(trx, cause, 'email.primary_changed', userId, presentEmail({ ...row, primary_user_id: userId }, cause.base),
+    former ? { email_id: former.id, address: former.address } : null)
+  return former
+}
+
+/**
+ * Takes an address's verified mark away (`email.changed`), with its live tokens: it can no longer receive a
+ * password reset or a sign-in code unless it is proved again.
+ */
+export async function unverifyAddress(trx: Trx, row: EmailRow, now: number, cause: Cause): Promise<void> {
+  await deleteEmailTokens(trx, row.id)
+  if (row.verified_at === null) return
+  await trx.updateTable('emails').set((eb) => ({ verified_at: null, version: eb('version', '+', 1), updated_at: now })).where('id', '=', row.id).execute()
+  const shown = presentEmail({ ...row, verified_at: null, version: row.version + 1 }, cause.base)
+  await recordEvent(trx, cause, 'email.changed', row.user_id, shown, changedFields(presentEmail(row, cause.base), shown))
+}
+
+/** An address by its text, whoever holds it, locked for the rest of the transaction (MySQL). */
+export function lockAddress(trx: Trx, address: string): Promise<EmailRow | undefined> {
+  let q = trx.selectFrom('emails').select(EMAIL_COLUMNS).where('address_norm', '=', foldedKey(address))
+  if (locksRows(trx)) q = q.forUpdate()
+  return q.executeTakeFirst()
+}
+
 /**
  * After a user's primary address `former` went: its oldest verified remaining address (else its oldest, version
  * 1's rule for a user with no verified address left) becomes primary (`email.primary_changed`), and the user's

@@ -22,9 +22,23 @@ export async function failedCode(started: number, err: Error): Promise<never> {
   throw err
 }
 
+/** What a code is mailed for: an address's token purposes, and a revert of a primary change. */
+export type CodePurpose = EmailTokenPurpose | 'revert'
+
+/**
+ * What a code is bound to: an address row's id (verification, reset, sign-in), or an address's folded text (a
+ * revert, whose row may be gone). The two never meet: an address's text holds an '@'.
+ */
+export type CodeSubject = number | string
+
 /** A guess reserved against an address's daily allowance of wrong codes: given back if it was right. */
 export interface CodeTry {
   succeeded(): Promise<void>
+  /**
+   * Runs the check: a check that throws (the database down, a refusal after a right code) was no wrong guess, and
+   * gives the reservation back.
+   */
+  checking<T>(check: () => Promise<T>): Promise<T>
 }
 
 /**
@@ -39,12 +53,22 @@ export class EmailCodes {
    * Reserves a guess at an address's codes of one purpose before it is checked: at most CODE_FAILURES_PER_DAY
    * wrong ones per day, however many come at once (429 past it, the guess unchecked).
    */
-  async reserve(emailId: number, purpose: EmailTokenPurpose): Promise<CodeTry> {
+  async reserve(subject: CodeSubject, purpose: CodePurpose): Promise<CodeTry> {
     const taken = await this.limits.take([{
-      key: `code-fail:${purpose}:${emailId}`, max: CODE_FAILURES_PER_DAY, windowMs: 86_400_000,
+      key: `code-fail:${purpose}:${subject}`, max: CODE_FAILURES_PER_DAY, windowMs: 86_400_000,
       detail: 'Too many wrong codes for this address today: use the link or token of the mail, or try again tomorrow'
     }], 'uncounted')
-    return { succeeded: () => taken.release() }
+    return {
+      succeeded: () => taken.release(),
+      async checking(check) {
+        try {
+          return await check()
+        } catch (err) {
+          await taken.release().catch(() => undefined)
+          throw err
+        }
+      }
+    }
   }
 
   /** Kills the live codes of an address for a purpose, as a new one is mailed: one code at a time is live. */
@@ -58,8 +82,21 @@ export class EmailCodes {
     return String(randomInt(0, 1_000_000)).padStart(6, '0')
   }
 
-  hash(emailId: number, purpose: EmailTokenPurpose, code: string): string {
-    return createHmac('sha256', this.key).update(`${emailId}\0${purpose}\0${code}`).digest('hex')
+  hash(subject: CodeSubject, purpose: CodePurpose, code: string): string {
+    return createHmac('sha256', this.key).update(`${subject}\0${purpose}\0${code}`).digest('hex')
+  }
+
+  /**
+   * Which of the live codes `code` is, if any. Every one is compared, in constant time, whichever matches: the time
+   * taken does not say which, or how many.
+   */
+  match<R extends { id: number; code_hash: string | null }>(live: R[], subject: CodeSubject, purpose: CodePurpose, code: string): R | undefined {
+    const given = Buffer.from(this.hash(subject, purpose, /^[0-9]{6}$/.test(code) ? code : '-'), 'hex')
+    let hit: R | undefined
+    for (const row of live) {
+      if (timingSafeEqual(Buffer.from(row.code_hash ?? '', 'hex'), given) && hit === undefined) hit = row
+    }
+    return hit
   }
 
   /** When a code mailed now dies: after its own lifetime, never after its token. */
@@ -78,12 +115,7 @@ export class EmailCodes {
       .where('email_id', '=', emailId).where('purpose', '=', purpose)
       .where('code_hash', 'is not', null).where('code_expires_at', '>', now).where('code_tries', '<', CODE_TRIES)
       .execute()
-    const given = Buffer.from(this.hash(emailId, purpose, /^[0-9]{6}$/.test(code) ? code : '-'), 'hex')
-    let hit: number | undefined
-    // Every live code is compared, whichever matches: the time taken does not say which, or how many.
-    for (const row of live) {
-      if (timingSafeEqual(Buffer.from(row.code_hash ?? '', 'hex'), given) && hit === undefined) hit = row.id
-    }
+    const hit = this.match(live, emailId, purpose, code)?.id
     if (hit !== undefined) return hit
     if (live.length > 0) {
       await trx.updateTable('email_tokens').set((eb) => ({ code_tries: eb('code_tries', '+', 1) })).where('id', 'in', live.map((r) => r.id)).execute()

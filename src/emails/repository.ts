@@ -25,13 +25,6 @@ export async function rewriteAddress(trx: Trx, emailId: number, address: string,
     .where('id', '=', emailId).execute())
 }
 
-/** Stops an address being its user's primary (new version); another may then be marked. */
-export async function unmarkPrimary(trx: Trx, emailId: number, now: number): Promise<void> {
-  await trx.updateTable('emails')
-    .set((eb) => ({ primary_user_id: null, version: eb('version', '+', 1), updated_at: now }))
-    .where('id', '=', emailId).execute()
-}
-
 export async function countEmails(trx: Trx, userId: number): Promise<number> {
   const row = await trx.selectFrom('emails').select((eb) => eb.fn.countAll<number>().as('n'))
     .where('user_id', '=', userId).executeTakeFirstOrThrow()

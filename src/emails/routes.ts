@@ -111,7 +111,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'updateUserEmail', tags, consumes: FORM_TYPES, summary: 'Change one address of a user in place, or make it primary',
-      description: 'A new `address` (same id) is unverified and mailed a verification token. `primary: true` makes a verified address the primary (409 EMAIL_UNVERIFIED otherwise); the former primary stays as a secondary address and is told by mail.',
+      description: 'A new `address` (same id) is unverified and mailed a verification token. `primary: true` makes a verified address the primary (409 EMAIL_UNVERIFIED otherwise); the former primary stays as a secondary address and is told by mail, with a token and a code that take the change back (`POST /auth/email-reverts`) when it was verified.',
       params: EmailParams, headers: IfMatch, body: ref(EmailChange),
       response: { 200: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND'], [409, 'EMAIL_TAKEN', 'EMAIL_UNVERIFIED'], 412, 413, 415) }
     },
@@ -172,7 +172,7 @@ const primaryKeyPath: FastifyPluginAsyncTypebox = async (app) => {
         hide: method === 'POST',
         operationId: method === 'PUT' ? 'setUserPrimaryEmail' : 'postUserPrimaryEmail', tags, consumes: FORM_TYPES,
         summary: 'Place the primary address of a user',
-        description: `Replaces the primary address in place (same id), or creates it (201) when the user has none. A new address is unverified and mailed a verification token. POST to the same path does the same (and takes an Idempotency-Key). ${BARE_VALUE_NOTE}`,
+        description: `Replaces the primary address in place (same id), or creates it (201) when the user has none. A new address is unverified and mailed a verification token; the former one, if verified, is mailed a token and a code that take the change back (POST /auth/email-reverts). POST to the same path does the same (and takes an Idempotency-Key). ${BARE_VALUE_NOTE}`,
         params: UserParams, headers: method === 'POST' ? Type.Composite([IfMatch, IdempotencyKey]) : IfMatch, body: ref(PrimaryEmailValue),
         response: { 200: ref(Email), 201: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'EMAIL_TAKEN', ...(method === 'POST' ? ['IDEMPOTENCY_KEY_IN_USE' as const] : [])], 412, 413, ...(method === 'POST' ? [422] : [])) }
       },

@@ -2,7 +2,7 @@ import type { EmailChange } from '../../schemas/email.js'
 import type { AddressMail, MailSlot } from '../accounts/address-mail.js'
 import { deleteEmailTokens } from '../accounts/address-tokens.js'
 import {
-  claimingStale, findEmail, insertEmail, lockEmail, markPrimary, removeEmail, type EmailRow, type EmailTarget
+  claimingStale, findEmail, insertEmail, lockEmail, makePrimary, removeEmail, type EmailRow, type EmailTarget
 } from '../accounts/addresses.js'
 import { presentEmail } from '../accounts/present.js'
 import { lockUser, pageOfUser, touchUser, userExists } from '../accounts/users.js'
@@ -12,7 +12,7 @@ import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, written } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
-import { countEmails, findPrimaryEmail, listEmails, rewriteAddress, unmarkPrimary } from './repository.js'
+import { countEmails, findPrimaryEmail, listEmails, rewriteAddress } from './repository.js'
 
 export interface EmailsOptions {
   /** Addresses a user may hold (MAX_EMAILS_PER_USER). */
@@ -105,15 +105,8 @@ export class EmailsService {
       if (change.primary === true && row.primary_user_id === null) {
         if (row.verified_at === null) throw new EmailUnverified()
         const now = Date.now()
-        const former = await lockEmail(trx, userId, 'primary')
-        // The index allows one primary per user: the former one is unmarked first.
-        if (former) await unmarkPrimary(trx, former.id, now)
-        await markPrimary(trx, row.id, userId, now)
-        await touchUser(trx, userId, now)
-        if (former) await this.mail.primaryChanged(trx, former.address, row.address, now)
-        row = { ...row, primary_user_id: userId }
-        await recordEvent(trx, cause, 'email.primary_changed', userId, presentEmail(row, cause.base),
-          former ? { email_id: former.id, address: former.address } : null)
+        const former = await makePrimary(trx, row, now, cause)
+        if (former) await this.mail.primaryChanged(trx, former, row.address, now)
       }
       return writtenEmail(trx, userId, emailId)
     })
@@ -165,7 +158,8 @@ export class EmailsService {
 
   /**
    * Writes a new text for an address. Another mailbox (not merely other letter case) is a new claim: unverified,
-   * its old tokens dead, a verification mail sent. The address as written (`email.changed`, with what it replaced).
+   * its old tokens dead, a verification mail sent; for the primary, the former address is mailed as for a change of
+   * primary. The address as written (`email.changed`, with what it replaced).
    */
   private async rewrite(trx: Trx, row: EmailRow, address: string, slot: MailSlot, cause: Cause): Promise<EmailRow> {
     const now = Date.now()
@@ -175,6 +169,8 @@ export class EmailsService {
     if (newMailbox) {
       await deleteEmailTokens(trx, row.id)
       await this.mail.verification(trx, { id: row.id, user_id: row.user_id, address }, now, slot)
+      // The primary replaced: its former address is told, and may take the change back (AddressMail).
+      if (row.primary_user_id !== null) await this.mail.primaryChanged(trx, row, address, now)
     }
     const after = await writtenEmail(trx, row.user_id, row.id)
     const shown = presentEmail(after, cause.base)

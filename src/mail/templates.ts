@@ -11,19 +11,25 @@ const TokenData = Type.Object({
   code: Type.Optional(Type.String()), code_expires_at: Type.Optional(Type.Number())
 })
 const CodeData = Type.Object({ address: Type.String(), code: Type.String(), expires_at: Type.Number() })
+const RevertData = Type.Object({ token: Type.String(), link: Type.Union([Type.String(), Type.Null()]), code: Type.String(), expires_at: Type.Number() })
 
 /**
  * Every mail Roster sends, by kind, with the values its template needs. Stored in the outbox as JSON and rendered
  * when it is delivered, so the templates below are the one place a mail's words live.
  * - verify-address: a new or replaced address, or a resend: prove you read mail sent here;
  * - password-reset: a password reset asked for this address;
- * - primary-changed: sent to the former primary address when another address of the user became primary;
+ * - primary-changed: sent to the former primary address when another address of the user became primary or the
+ *   primary was replaced; with a revert (token and code) when the former one was verified;
  * - signin-code: a code that signs in, asked for this address.
  */
 const MailSchema = Type.Union([
   Type.Object({ kind: Type.Literal('verify-address'), to: Type.String(), data: TokenData }),
   Type.Object({ kind: Type.Literal('password-reset'), to: Type.String(), data: TokenData }),
-  Type.Object({ kind: Type.Literal('primary-changed'), to: Type.String(), data: Type.Object({ address: Type.String(), primary: Type.String() }) }),
+  Type.Object({
+    kind: Type.Literal('primary-changed'), to: Type.String(),
+    // A verified former primary is mailed a revert; one never verified, the notice alone.
+    data: Type.Object({ address: Type.String(), primary: Type.String(), revert: Type.Optional(RevertData) })
+  }),
   Type.Object({ kind: Type.Literal('signin-code'), to: Type.String(), data: CodeData })
 ])
 
@@ -115,16 +121,24 @@ export function render(mail: Mail, now = Date.now()): Rendered {
     }
     case 'primary-changed': {
       const d = mail.data
-      return layout(`${PRODUCT}: your primary address changed`, [
-        `The primary address of your ${PRODUCT} account is now ${d.primary}. ${d.address} stays on the account as a secondary address.`,
-        'If this was not you, log in and change your password at once.'
-      ])
+      if (!d.revert) {
+        return layout(`${PRODUCT}: your primary address changed`, [
+          `The primary address of your ${PRODUCT} account is now ${d.primary}, no longer ${d.address}.`,
+          'If this was not you, log in and change your password at once.'
+        ])
+      }
+      const r = d.revert
+      return layout(`${r.code} is your ${PRODUCT} code: undo the change of your primary address`, [
+        `The primary address of your ${PRODUCT} account is now ${d.primary}, no longer ${d.address}. If this was not you, type the code below in the app, or send the token below to ${PRODUCT} (your app does this when you open the link): ${d.address} becomes your primary address again and every session of the account ends.`,
+        `The code and the token work once and expire at ${isoTimestamp(r.expires_at)} (${timeLeft(r.expires_at, now)}).`,
+        'Then choose a new password, and remove any address you do not know. If the change was yours, ignore this mail.'
+      ], r)
     }
   }
 }
 
-/** A link to a mailed token: APP_LINK_TEMPLATE with `{token}` (and `{purpose}`: verify or reset) filled in. */
-export function tokenLink(template: string | undefined, token: string, purpose: 'verify' | 'reset'): string | null {
+/** A link to a mailed token: APP_LINK_TEMPLATE with `{token}` (and `{purpose}`: verify, reset or revert) filled in. */
+export function tokenLink(template: string | undefined, token: string, purpose: 'verify' | 'reset' | 'revert'): string | null {
   if (!template) return null
   return template.replaceAll('{token}', encodeURIComponent(token)).replaceAll('{purpose}', purpose)
 }

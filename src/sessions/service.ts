@@ -121,7 +121,7 @@ export class SessionsService {
     const attempt = await this.guard.attempt(target ? `u${target.user_id}` : `e${foldedKey(email)}`, client.address)
     if (!target) return failedCode(started, wrongCredentials())
     const guess = await this.codes.reserve(target.id, 'signin')
-    const outcome = await inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | 'banned'> => {
+    const outcome = await guess.checking(() => inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | 'banned'> => {
       const now = Date.now()
       const current = await lockCredentials(trx, target.user_id)
       if (!current) return 'wrong'
@@ -131,7 +131,7 @@ export class SessionsService {
       // Reading the code proved the address (read again under the lock: a token may have verified it meanwhile).
       await verifyAddress(trx, target.user_id, target.id, now, asActor(cause, { type: 'user', id: target.user_id }))
       return this.startSession(trx, target.user_id, client, now, cause)
-    })
+    }))
     if (outcome === 'wrong') return failedCode(started, wrongCredentials())
     await attempt.succeeded()
     await guess.succeeded()

@@ -46,3 +46,27 @@ export async function findAddress(db: Db, address: string): Promise<{ id: number
   if (key === undefined) return undefined
   return db.selectFrom('emails').select(['id', 'user_id']).where('address_norm', '=', key).executeTakeFirst()
 }
+
+const REVERT_COLUMNS = ['id', 'user_id', 'address', 'code_hash', 'expires_at'] as const
+
+/** A revert by its token's hash, as it stands. */
+export function findRevert(db: Db | Trx, hash: string) {
+  return db.selectFrom('email_reverts').select(REVERT_COLUMNS).where('token_hash', '=', hash).executeTakeFirst()
+}
+
+/** The reverts mailed to an address (its folded text) whose codes are live: unexpired, fewer than `tries` wrong tries. */
+export function liveReverts(db: Db | Trx, addressNorm: string, now: number, tries: number) {
+  return db.selectFrom('email_reverts').select(REVERT_COLUMNS)
+    .where('address_norm', '=', addressNorm).where('expires_at', '>', now).where('code_tries', '<', tries)
+    .orderBy('user_id').execute()
+}
+
+/** One more wrong try for each of these reverts' codes. */
+export async function addRevertTries(trx: Trx, ids: number[]): Promise<void> {
+  if (ids.length) await trx.updateTable('email_reverts').set((eb) => ({ code_tries: eb('code_tries', '+', 1) })).where('id', 'in', ids).execute()
+}
+
+/** Drops every revert of a user: one used spends them all. */
+export async function deleteUserReverts(trx: Trx, userId: number): Promise<void> {
+  await trx.deleteFrom('email_reverts').where('user_id', '=', userId).execute()
+}

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Email } from '../../schemas/email.js'
 import { ref } from '../../schemas/ref.js'
 import {
-  EmailCodeAccepted, EmailCodeRequest, EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest
+  EmailCodeAccepted, EmailCodeRequest, EmailRevert, EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest
 } from '../../schemas/verification.js'
 import { presentEmail } from '../accounts/present.js'
 import { causeOf } from '../auth/steps.js'
@@ -86,6 +86,19 @@ const verification: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     await service.confirmReset(proofOf(request.body), request.body.password, request.client, causeOf(request))
+    return reply.code(204).send(null)
+  })
+
+  app.post('/auth/email-reverts', {
+    config: { auth: 'public' },
+    schema: {
+      operationId: 'revertPrimaryEmail', tags, consumes: FORM_TYPES, summary: 'Take a change of primary address back',
+      description: 'When a user\'s primary address changes (another address made primary, or the primary replaced), the former primary, if it was verified, is mailed a token and a 6-digit code valid EMAIL_REVERT_TTL_SECONDS. Either makes that address the verified primary again (re-added if it was removed, even past MAX_EMAILS_PER_USER), takes the verified mark and the tokens from the address that had replaced it, spends every revert, reset and sign-in token of the user, ends every session of the user (`session.ended` with reason `primary_reverted`) and answers 204. 409 EMAIL_TAKEN when another user holds the address now. A bad, used or expired token or code is 400 INVALID_TOKEN (a code dies after 5 wrong tries); failed ones count against the client\'s limit of failed checks (429).',
+      body: ref(EmailRevert),
+      response: { 204: NoContent, ...problems([400, 'VALIDATION_FAILED', 'INVALID_TOKEN'], [409, 'EMAIL_TAKEN'], 413, 415) }
+    }
+  }, async (request, reply) => {
+    await service.revert(proofOf(request.body), request.client, causeOf(request))
     return reply.code(204).send(null)
   })
 }

@@ -1,17 +1,21 @@
 import type { AddressMail } from '../accounts/address-mail.js'
-import { findEmail, lockEmail, verifyAddress, type EmailRow } from '../accounts/addresses.js'
-import { failedCode, type EmailCodes } from '../accounts/codes.js'
+import {
+  claimingStale, findEmail, insertEmail, lockAddress, lockEmail, makePrimary, unverifyAddress, verifyAddress, type EmailRow
+} from '../accounts/addresses.js'
+import { CODE_TRIES, failedCode, type EmailCodes } from '../accounts/codes.js'
 import { isTokenShaped, tokenHash, type Passwords } from '../accounts/secrets.js'
-import { presentUser } from '../accounts/present.js'
+import { presentEmail, presentUser } from '../accounts/present.js'
 import { endSessions } from '../accounts/sessions.js'
 import { lockUser, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
 import { EmailAlreadyVerified, emailNotFound, InvalidToken, NotFound, RateLimited } from '../common/errors.js'
 import { addressLookupKey, sameMailbox } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
-import { inTransaction } from '../database/transaction.js'
+import { inTransaction, written } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
-import { deleteUserTokens, findAddress, findEmailToken, findResetTarget, lastTokenAt } from './repository.js'
+import {
+  addRevertTries, deleteUserReverts, deleteUserTokens, findAddress, findEmailToken, findResetTarget, findRevert, lastTokenAt, liveReverts
+} from './repository.js'
 
 /** What proves a mail was read: its token, or its address and the code it carried. */
 export type MailedProof = { token: string } | { email: string; code: string }
@@ -21,7 +25,12 @@ export interface VerificationOptions {
   resendSeconds: number
   /** Every reset request answers no sooner than this after it arrived, whether or not a mail was written. */
   resetAnswerMs: number
+  /** A revert re-adding its address takes it from another user's unverified claim this old (UNVERIFIED_CLAIM_SECONDS). */
+  claimSeconds: number
 }
+
+/** A revert of a primary change, as read to be used. */
+interface Revert { id: number; user_id: number; address: string; expires_at: number }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -197,17 +206,97 @@ export class VerificationService {
     const target = await findAddress(this.db, proof.email)
     if (!target) return failedCode(started, new InvalidToken())
     const guess = await this.codes.reserve(target.id, purpose)
-    const prepared = await prepare()
-    const outcome = await inTransaction(this.db, async (trx) => {
-      const before = await this.lockOwner(trx, target.user_id)
-      const now = Date.now()
-      if ((await this.codes.spend(trx, target.id, purpose, proof.code, now)) === undefined) return { wrong: true } as const
-      return { wrong: false, result: await apply(trx, target, now, before, prepared) } as const
+    const outcome = await guess.checking(async () => {
+      const prepared = await prepare()
+      return inTransaction(this.db, async (trx) => {
+        const before = await this.lockOwner(trx, target.user_id)
+        const now = Date.now()
+        if ((await this.codes.spend(trx, target.id, purpose, proof.code, now)) === undefined) return { wrong: true } as const
+        return { wrong: false, result: await apply(trx, target, now, before, prepared) } as const
+      })
     })
     if (outcome.wrong) return failedCode(started, new InvalidToken())
     await attempt.succeeded()
     await guess.succeeded()
     return outcome.result
+  }
+
+  /**
+   * Takes a change of primary back, with the token or the code of the revert mailed to the former primary: that
+   * address becomes the user's verified primary again (re-added if it was removed: EMAIL_TAKEN if another user holds
+   * it, but for a stale unverified claim). The address that had replaced it loses its verified mark and its tokens,
+   * so that whoever made the change can no longer reset the password or sign in by code through it; every revert,
+   * reset and sign-in token of the user is spent, and every session ends. Wrong tokens and codes are INVALID_TOKEN
+   * and count as codes do (byCode).
+   */
+  async revert(proof: MailedProof, client: string, cause: Cause): Promise<void> {
+    if ('email' in proof) return this.revertByCode(proof, client, cause)
+    const attempt = await this.guard.attempt(null, client)
+    const hash = this.hashOf(proof.token)
+    const seen = await findRevert(this.db, hash)
+    if (!seen || seen.expires_at <= Date.now()) throw new InvalidToken()
+    await attempt.succeeded()
+    await inTransaction(this.db, async (trx) => {
+      await this.lockOwner(trx, seen.user_id)
+      const row = await findRevert(trx, hash)
+      const now = Date.now()
+      if (!row || row.expires_at <= now) throw new InvalidToken()
+      await this.restore(trx, row, now, cause)
+    })
+  }
+
+  /**
+   * A revert by its address and code. Reverts are bound to the address's text, and several users' may be live for
+   * one address (it changed hands): each such user is locked, in id order, and the code tried against them all.
+   */
+  private async revertByCode(proof: { email: string; code: string }, client: string, cause: Cause): Promise<void> {
+    const started = Date.now()
+    const attempt = await this.guard.attempt(null, client)
+    const key = addressLookupKey(proof.email)
+    const owners = key === undefined ? [] : [...new Set((await liveReverts(this.db, key, started, CODE_TRIES)).map((r) => r.user_id))]
+    if (key === undefined || owners.length === 0) return failedCode(started, new InvalidToken())
+    const guess = await this.codes.reserve(key, 'revert')
+    const wrong = await guess.checking(() => inTransaction(this.db, async (trx) => {
+      for (const owner of owners) await this.lockOwner(trx, owner)
+      const now = Date.now()
+      const live = await liveReverts(trx, key, now, CODE_TRIES)
+      const hit = this.codes.match(live, key, 'revert', proof.code)
+      if (!hit) {
+        await addRevertTries(trx, live.map((r) => r.id))
+        return true
+      }
+      await this.restore(trx, hit, now, cause)
+      return false
+    }))
+    if (wrong) return failedCode(started, new InvalidToken())
+    await attempt.succeeded()
+    await guess.succeeded()
+  }
+
+  /** The revert applied, under its user's lock (revert). */
+  private async restore(trx: Trx, revert: Revert, now: number, cause: Cause): Promise<void> {
+    const userId = revert.user_id
+    const held = await lockAddress(trx, revert.address)
+    let target: EmailRow
+    if (held?.user_id === userId) {
+      target = held
+    } else {
+      // Removed, or held by someone else: re-added, verified (reading the mail proved it), past MAX_EMAILS_PER_USER if
+      // need be, so that filling the account with addresses cannot keep its owner from taking it back.
+      const id = await claimingStale(trx, revert.address, userId, now - this.options.claimSeconds * 1000, cause,
+        () => insertEmail(trx, userId, revert.address, false, now, true))
+      target = written(await findEmail(trx, userId, id), `address ${id}`)
+      await recordEvent(trx, cause, 'email.added', userId, presentEmail(target, cause.base))
+    }
+    target = await verifyAddress(trx, userId, target.id, now, cause)
+    if (target.primary_user_id === null) {
+      const replacing = await makePrimary(trx, target, now, cause)
+      if (replacing) await unverifyAddress(trx, { ...replacing, primary_user_id: null, version: replacing.version + 1 }, now, cause)
+    }
+    await deleteUserReverts(trx, userId)
+    await deleteUserTokens(trx, userId, 'reset')
+    await deleteUserTokens(trx, userId, 'signin')
+    await endSessions(trx, userId, cause, 'primary_reverted')
   }
 
   private hashOf(token: string): string {

@@ -59,7 +59,7 @@ const CONTRACT: Record<string, {
 }
 const PUBLIC = [
   'POST /users', 'POST /auth/tokens', 'GET /health/live', 'GET /health/ready', 'GET /openapi.json', 'GET /openapi-3.0.json',
-  'POST /auth/email-verifications', 'POST /auth/password-resets', 'POST /auth/password-resets/confirm', 'POST /auth/email-codes'
+  'POST /auth/email-verifications', 'POST /auth/password-resets', 'POST /auth/password-resets/confirm', 'POST /auth/email-codes', 'POST /auth/email-reverts'
 ]
 
 function expected(rule: Rule, kind: Kind, ok: number): number | 'UNAUTHENTICATED' | 'FORBIDDEN' {

@@ -132,7 +132,7 @@ t.test('the served document', async (t) => {
         t.ok(op.parameters.some((p: Obj) => p.in === 'path' && p.name === 'user_id' && p.schema.type === 'integer'), `${name}: user_id`)
       }
       const security = op.security
-      const anonymous = ['/users', '/auth/tokens', '/auth/email-verifications', '/auth/password-resets', '/auth/password-resets/confirm', '/auth/email-codes']
+      const anonymous = ['/users', '/auth/tokens', '/auth/email-verifications', '/auth/password-resets', '/auth/password-resets/confirm', '/auth/email-codes', '/auth/email-reverts']
       if (path.startsWith('/health') || (method === 'post' && anonymous.includes(path))) {
         t.same(security, [], `${name}: public`)
       } else {

@@ -1,0 +1,159 @@
+import t from 'tap'
+import type { App } from '../../src/app.js'
+import { adminUser, assertProblem, build, markVerified, newUser, type TestUser } from '../helpers.js'
+import { TestSmtp, tokenIn, type Received } from '../mail/smtp.js'
+
+const FAST = { mail: { pollMs: 50 } }
+
+function codeIn(mail: Received): string {
+  const match = /^([0-9]{6})$/m.exec(mail.text)
+  if (!match) throw new Error(`no code on a line of its own in: ${mail.text}`)
+  return match[1]!
+}
+
+const other = (code: string, n = 1) => String((Number(code) + n) % 1_000_000).padStart(6, '0')
+
+interface Address { id: number; address: string; primary: boolean; verified: boolean }
+
+async function addresses(app: App, admin: TestUser, userId: number): Promise<Address[]> {
+  const res = await app.inject({ method: 'GET', url: `/users/${userId}/emails`, headers: admin.headers })
+  if (res.statusCode !== 200) throw new Error(res.body)
+  return res.json<{ items: Address[] }>().items
+}
+
+const revert = (app: App, payload: Record<string, string>, remoteAddress?: string) =>
+  app.inject({ method: 'POST', url: '/auth/email-reverts', payload, ...(remoteAddress ? { remoteAddress } : {}) })
+
+/** A user whose verified primary `former` was replaced, in place, by `taker` through the single-address path. */
+async function replaced(app: App, smtp: TestSmtp, former: string, taker: string) {
+  const user = await newUser(app, { email: former })
+  await markVerified(app, former)
+  const put = await app.inject({ method: 'PUT', url: `/users/${user.id}/email`, headers: user.headers, payload: { email: taker } })
+  if (put.statusCode !== 200) throw new Error(put.body)
+  // The sign-up's verification mail first, then the revert.
+  const mail = await smtp.waitFor(former, 2)
+  return { user, mail }
+}
+
+t.test('another address made primary: the former one is mailed a revert, which takes the change back', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url } })
+  const admin = await adminUser(app)
+  const user = await newUser(app, { email: 'owner@example.com' })
+  await markVerified(app, user.email)
+  const added = await app.inject({ method: 'POST', url: `/users/${user.id}/emails`, headers: user.headers, payload: { address: 'taker@example.com' } })
+  t.equal(added.statusCode, 201, added.body)
+  await markVerified(app, 'taker@example.com')
+  const made = await app.inject({ method: 'PUT', url: `/users/${user.id}/emails/${added.json().id}`, headers: user.headers, payload: { primary: true } })
+  t.equal(made.statusCode, 200, made.body)
+
+  const mail = await smtp.waitFor(user.email, 2)
+  const code = codeIn(mail)
+  t.match(mail.subject, new RegExp(`^${code} is your Roster code`), 'the code and the word "code" in the subject')
+  t.match(mail.text, 'taker@example.com', 'it says which address is primary now')
+  const stored = await app.db.selectFrom('email_reverts').selectAll().execute()
+  t.equal(stored.length, 1)
+  t.notOk(JSON.stringify(stored).includes(code) || JSON.stringify(stored).includes(tokenIn(mail)), 'only hashes are stored')
+
+  const res = await revert(app, { token: tokenIn(mail) })
+  t.equal(res.statusCode, 204, res.body)
+  const after = await addresses(app, admin, user.id)
+  t.same(after.map((a) => [a.address, a.primary, a.verified]), [['owner@example.com', true, true], ['taker@example.com', false, false]],
+    'the former address is the verified primary again; the one that replaced it is no longer verified')
+  t.equal((await app.inject({ method: 'GET', url: `/users/${user.id}`, headers: user.headers })).statusCode, 401, 'every session ended')
+  assertProblem(t, await revert(app, { token: tokenIn(mail) }), 400, 'INVALID_TOKEN', 'a revert works once')
+  assertProblem(t, await revert(app, { email: user.email, code }), 400, 'INVALID_TOKEN', 'its code dies with it')
+
+  // The address that replaced it can no longer recover the account.
+  const mailedBefore = smtp.to('taker@example.com').length
+  await app.inject({ method: 'POST', url: '/auth/password-resets', payload: { email: 'taker@example.com' } })
+  await app.inject({ method: 'POST', url: '/auth/email-codes', payload: { email: 'taker@example.com' } })
+
+  const events = await app.inject({ method: 'GET', url: `/events?user_id=${user.id}&limit=100`, headers: admin.headers })
+  const types = events.json<{ items: Array<{ type: string; data: { reason?: string; address?: string } }> }>().items
+  t.ok(types.some((e) => e.type === 'session.ended' && e.data.reason === 'primary_reverted'), 'session.ended, reason primary_reverted')
+  t.ok(types.some((e) => e.type === 'email.primary_changed' && e.data.address === user.email), 'email.primary_changed back to the owner')
+  t.ok(types.some((e) => e.type === 'email.changed' && e.data.address === 'taker@example.com'), 'email.changed: the taker\'s address unverified')
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  t.equal(smtp.to('taker@example.com').length, mailedBefore, 'neither a reset nor a sign-in code went to the address that had replaced it')
+})
+
+t.test('the primary replaced in place: the address and the code re-add it, verified and primary', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url } })
+  const admin = await adminUser(app)
+  const { user, mail } = await replaced(app, smtp, 'first@example.com', 'second@example.com')
+  t.same((await addresses(app, admin, user.id)).map((a) => a.address), ['second@example.com'], 'the former address is gone')
+  assertProblem(t, await revert(app, { email: 'first@example.com', code: other(codeIn(mail)) }), 400, 'INVALID_TOKEN')
+  const res = await revert(app, { email: 'FIRST@example.com', code: codeIn(mail) })
+  t.equal(res.statusCode, 204, res.body)
+  const after = await addresses(app, admin, user.id)
+  t.same(after.map((a) => [a.address, a.primary, a.verified]).sort(), [['first@example.com', true, true], ['second@example.com', false, false]])
+  const login = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'first@example.com', password: user.password } })
+  t.equal(login.statusCode, 201, 'the owner signs in with it again')
+})
+
+t.test('an address taken by someone else meanwhile: 409 EMAIL_TAKEN, and nothing changes', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url } })
+  const admin = await adminUser(app)
+  const { user, mail } = await replaced(app, smtp, 'wanted@example.com', 'mine@example.com')
+  const other = await newUser(app, { email: 'wanted@example.com' })
+  await markVerified(app, 'wanted@example.com')
+  assertProblem(t, await revert(app, { token: tokenIn(mail) }), 409, 'EMAIL_TAKEN')
+  t.same((await addresses(app, admin, user.id)).map((a) => a.address), ['mine@example.com'])
+  t.equal((await app.inject({ method: 'GET', url: `/users/${user.id}`, headers: user.headers })).statusCode, 200, 'sessions live on')
+  t.equal((await app.inject({ method: 'GET', url: `/users/${other.id}`, headers: other.headers })).statusCode, 200)
+  t.equal((await app.db.selectFrom('email_reverts').selectAll().execute()).length, 1, 'the revert is not spent by a refusal')
+  // The right code refused for another reason is no wrong guess: the address's 10 wrong codes a day stay untouched.
+  const byCode = []
+  for (let i = 0; i < 12; i++) byCode.push((await revert(app, { email: 'wanted@example.com', code: codeIn(mail) })).statusCode)
+  t.same(byCode, Array(12).fill(409), 'the right code, refused twelve times with 409, never 429')
+})
+
+t.test('a former primary never verified gets the notice alone; bad input changes nothing', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url } })
+  const user = await newUser(app, { email: 'typo@example.com' })
+  const put = await app.inject({ method: 'PUT', url: `/users/${user.id}/email`, headers: user.headers, payload: { email: 'right@example.com' } })
+  t.equal(put.statusCode, 200)
+  const notice = await smtp.waitFor('typo@example.com', 2)
+  t.notMatch(notice.text, /^[0-9]{6}$/m, 'no code')
+  t.notMatch(notice.text, /Your token/, 'no token')
+  t.equal((await app.db.selectFrom('email_reverts').selectAll().execute()).length, 0)
+  assertProblem(t, await revert(app, { email: 'typo@example.com' }), 400, 'VALIDATION_FAILED')
+  assertProblem(t, await revert(app, { token: 'x'.repeat(43), email: 'typo@example.com' }), 400, 'VALIDATION_FAILED')
+  assertProblem(t, await revert(app, { email: 'typo@example.com', code: '000000' }), 400, 'INVALID_TOKEN')
+  assertProblem(t, await revert(app, { token: 'not-a-token' }), 400, 'INVALID_TOKEN')
+})
+
+t.test('revert codes: five wrong tries kill one, however many guesses come at once; an expired revert is refused', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url, LOGIN_MAX_FAILURES_PER_CLIENT: '100000' } })
+  const { mail } = await replaced(app, smtp, 'guessed@example.com', 'thief@example.com')
+  const code = codeIn(mail)
+  const guesses = await Promise.all(Array.from({ length: 200 }, (_, i) =>
+    revert(app, { email: 'guessed@example.com', code: other(code, i + 1) }, `10.7.${Math.floor(i / 250)}.${(i % 250) + 1}`)))
+  t.ok(guesses.every((r) => r.statusCode === 400 || r.statusCode === 429), 'every guess refused')
+  const rows = await app.db.selectFrom('email_reverts').select(['code_tries']).execute()
+  t.same(rows.map((r) => r.code_tries), [5], 'five tries were taken')
+  t.equal((await revert(app, { email: 'guessed@example.com', code })).statusCode >= 400, true, 'the right code is dead')
+  // The token still works until it expires.
+  await app.db.updateTable('email_reverts').set({ expires_at: Date.now() - 1 }).execute()
+  assertProblem(t, await revert(app, { token: tokenIn(mail) }), 400, 'INVALID_TOKEN', 'expired')
+})
+
+t.test('a revert used spends every other revert of the user: a chain of changes cannot be replayed', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url } })
+  const admin = await adminUser(app)
+  const { user, mail } = await replaced(app, smtp, 'a@example.com', 'b@example.com')
+  await markVerified(app, 'b@example.com')
+  const again = await app.inject({ method: 'PUT', url: `/users/${user.id}/email`, headers: user.headers, payload: { email: 'c@example.com' } })
+  t.equal(again.statusCode, 200)
+  const fromB = await smtp.waitFor('b@example.com', 2)
+  t.equal((await revert(app, { token: tokenIn(mail) })).statusCode, 204)
+  assertProblem(t, await revert(app, { token: tokenIn(fromB) }), 400, 'INVALID_TOKEN', 'the later change\'s revert died with the first one used')
+  const primary = (await addresses(app, admin, user.id)).find((a) => a.primary)
+  t.equal(primary?.address, 'a@example.com')
+})
