@@ -173,3 +173,19 @@ t.test('one code at a time: a new mail retires the last code; ten wrong codes a 
   assertProblem(t, await signIn(code), 429, 'RATE_LIMITED', 'past ten wrong codes in a day')
   t.equal((await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: user.password } })).statusCode, 201, 'the password still works')
 })
+
+t.test('a code dies with its address\'s change, and when it expires', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url } })
+  const user = await newUser(app, { email: 'moving@example.com' })
+  const code = codeIn(await smtp.waitFor(user.email))
+  const put = await app.inject({ method: 'PUT', url: `/users/${user.id}/email`, headers: user.headers, payload: { email: 'moved@example.com' } })
+  t.equal(put.statusCode, 200, put.body)
+  assertProblem(t, await app.inject({ method: 'POST', url: '/auth/email-verifications', payload: { email: 'moving@example.com', code } }), 400, 'INVALID_TOKEN', 'the former address\'s code is dead')
+  const movedCode = codeIn(await smtp.waitFor('moved@example.com'))
+  // The code's own lifetime is minutes, however long its token lives.
+  await app.db.updateTable('email_tokens').set({ code_expires_at: Date.now() - 1 }).execute()
+  assertProblem(t, await app.inject({ method: 'POST', url: '/auth/email-verifications', payload: { email: 'moved@example.com', code: movedCode } }), 400, 'INVALID_TOKEN', 'expired')
+  const token = tokenIn(await smtp.waitFor('moved@example.com'))
+  t.equal((await app.inject({ method: 'POST', url: '/auth/email-verifications', payload: { token } })).statusCode, 200, 'its token still works')
+})
