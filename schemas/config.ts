@@ -51,6 +51,8 @@ export const Config = Type.Object(
     FORBIDDEN_STATUS: Type.Union([Type.Literal(401), Type.Literal(403)], {
       default: 401, description: 'Status of an authenticated caller\'s refusal: 401 (version 1\'s) or 403; the code is FORBIDDEN either way'
     }),
+    OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s]+$', description: 'OpenTelemetry: traces are sent to this OTLP/HTTP endpoint (its /v1/traces), the standard OTEL_* variables apply; unset: no tracing, at no cost' })),
+    OTEL_SERVICE_NAME: Type.String({ default: 'roster', minLength: 1, maxLength: 200, description: 'OpenTelemetry: the service.name of the traces' }),
     LOG_LEVEL: Type.Union(
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
       { default: 'info' }

@@ -31,6 +31,7 @@ import mail from './mail/plugin.js'
 import services from './services.js'
 import sessionRoutes from './sessions/routes.js'
 import steps from './steps.js'
+import tracing from './tracing/plugin.js'
 import firstAdmin from './users/first-admin.js'
 import userRoutes from './users/routes.js'
 import verificationRoutes from './verification/routes.js'
@@ -59,8 +60,9 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   app.decorate('config', config)
   app.addHook('onClose', async () => log.close())
 
-  // Every request, before routing: connections that must close, headers, the access line and metrics, the client,
-  // overload.
+  // Every request, before routing: its trace (when on), connections that must close, headers, the access line and
+  // metrics, the client, overload.
+  await app.register(tracing)
   await app.register(unreadBodies)
   await app.register(headers)
   await app.register(accessLog)

@@ -4,6 +4,7 @@ import {
   type QueryCompiler, type QueryResult, type TransactionSettings
 } from 'kysely'
 import type { ExecuteValues, Pool, PoolConnection, QueryError } from 'mysql2'
+import { statement } from '../tracing/spans.js'
 
 /** Statements sent as server-side prepared statements; everything else (DDL, transaction control) goes as text. */
 const PREPARED = /^\s*(select|insert|update|delete|with)\b/i
@@ -116,7 +117,7 @@ class Session implements DatabaseConnection {
 
   executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     if (this.broken) return Promise.reject(new DatabaseTimeout('A statement on this connection', this.timeoutMs))
-    return within(this, query.sql, query.parameters) as Promise<QueryResult<R>>
+    return statement(query.sql, () => within(this, query.sql, query.parameters)) as Promise<QueryResult<R>>
   }
 
   async *streamQuery<R>(query: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
@@ -151,7 +152,7 @@ const savepointName = (name: string) => '`' + name.replace(/`/g, '``') + '`'
 /** The rows of one statement run on a pooled connection, outside Kysely's executor, within the same deadline. */
 export function readRows<Rows>(pool: Pool, timeoutMs: number, sql: string, parameters: readonly unknown[]): Promise<Rows> {
   const session = new Session(pool, timeoutMs)
-  return within(session, sql, parameters).then(
+  return statement(sql, () => within(session, sql, parameters)).then(
     // The driver's rows, typed by the query that was compiled into `sql` (as Kysely types every result).
     (result) => { session.release(); return result.rows as Rows },
     (err: unknown) => { session.release(); throw err }

@@ -1,5 +1,6 @@
 import type SQLite from 'better-sqlite3'
-import type { SqliteDatabase } from 'kysely'
+import type { SqliteDatabase, SqliteStatement } from 'kysely'
+import { statementSync, tracing } from '../tracing/spans.js'
 
 /** How many prepared statements the embedded engine keeps: far more than the distinct SQL texts Roster runs. */
 const STATEMENT_CACHE_SIZE = 512
@@ -22,11 +23,21 @@ export function cachingStatements(sqlite: SQLite.Database, size = STATEMENT_CACH
         if (statements.size >= size) statements.delete(statements.keys().next().value!)
       }
       statements.set(sql, statement)
-      return statement
+      return tracing() ? traced(sql, statement) : statement
     },
     close() {
       statements.clear()
       sqlite.close()
     }
+  }
+}
+
+/** A statement whose runs are spans (tracing on). */
+function traced(sql: string, statement: SQLite.Statement): SqliteStatement {
+  return {
+    reader: statement.reader,
+    all: (parameters) => statementSync(sql, () => statement.all(parameters)),
+    run: (parameters) => statementSync(sql, () => statement.run(parameters)),
+    iterate: (parameters) => statementSync(sql, () => statement.iterate(parameters))
   }
 }

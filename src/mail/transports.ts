@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs'
 import nodemailer from 'nodemailer'
 import { StartupError } from '../common/errors.js'
 import { DeliveryFailure } from '../outbox/kind.js'
+import { inSpan } from '../tracing/spans.js'
 import type { Rendered } from './templates.js'
 
 /** A rendered mail to one recipient. */
@@ -51,11 +52,13 @@ export function smtpTransport(url: string, from: string, ca?: string): MailTrans
   const transporter = nodemailer.createTransport({
     url, pool: true, maxConnections: SMTP_CONNECTIONS, ...SMTP_TIMEOUTS, ...(ca ? { tls: { ca } } : {})
   }, { from })
+  const server = new URL(url)
   return {
     name: 'smtp',
     async send(mail) {
       try {
-        await transporter.sendMail({ to: mail.to, subject: mail.subject, text: mail.text, html: mail.html })
+        await inSpan('smtp send', { 'server.address': server.hostname, 'server.port': Number(server.port || (server.protocol === 'smtps:' ? 465 : 587)) },
+          () => transporter.sendMail({ to: mail.to, subject: mail.subject, text: mail.text, html: mail.html }))
       } catch (err) {
         const code = (err as { responseCode?: unknown }).responseCode
         const permanent = typeof code === 'number' && code >= 500 && code < 600

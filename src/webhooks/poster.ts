@@ -2,6 +2,7 @@ import http from 'node:http'
 import https from 'node:https'
 import type { LookupFunction } from 'node:net'
 import { DeliveryFailure } from '../outbox/kind.js'
+import { inSpan } from '../tracing/spans.js'
 import { hostOf, RefusedDestination, resolvePublic, type DestinationRules, type Resolved, type Resolver } from './destination.js'
 
 /** Of a receiver's answer, at most this much is read: its status is what counts. */
@@ -43,7 +44,13 @@ export class Poster {
       if (err instanceof RefusedDestination) throw new DeliveryFailure(`the URL's host ${err.message}`, false)
       throw err
     }
-    const status = await this.exchange(url, to, body, headers)
+    const status = await inSpan('POST', {
+      'http.request.method': 'POST', 'server.address': url.hostname, 'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80))
+    }, async (span) => {
+      const answered = await this.exchange(url, to, body, headers)
+      span?.setAttribute('http.response.status_code', answered)
+      return answered
+    })
     if (status >= 200 && status < 300) return status
     if (status >= 300 && status < 400) throw new DeliveryFailure(`answered ${status}: redirects are not followed`, false, status)
     throw new DeliveryFailure(`answered ${status}`, false, status)
