@@ -29,6 +29,7 @@ import type { DelivererOptions } from './outbox/deliverer.js'
 import outbox from './outbox/plugin.js'
 import mail from './mail/plugin.js'
 import services from './services.js'
+import tokenPurge, { type PurgeOptions } from './sessions/purge.js'
 import sessionRoutes from './sessions/routes.js'
 import steps from './steps.js'
 import tracing from './tracing/plugin.js'
@@ -47,6 +48,8 @@ export interface BuildOptions {
   events?: Partial<SequencerOptions>
   /** How webhook hosts are resolved; tests give their own. */
   webhooks?: WebhookPluginOptions
+  /** Timings of the purge of expired sessions and tokens; tests shorten them. */
+  purge?: Partial<PurgeOptions>
 }
 
 /**
@@ -79,6 +82,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(events, options.events ?? {})
   await app.register(webhookDelivery, options.webhooks ?? {})
   await app.register(idempotency)
+  await app.register(tokenPurge, options.purge ?? {})
   await app.register(services)
   // The route machinery, then the routes: every route gets its steps from `steps`.
   await app.register(cors)

@@ -11,6 +11,7 @@ import type { MailOptions } from '../src/mail/kind.js'
 import type { DelivererOptions } from '../src/outbox/deliverer.js'
 import type { SequencerOptions } from '../src/events/sequencer.js'
 import type { WebhookPluginOptions } from '../src/webhooks/plugin.js'
+import type { PurgeOptions } from '../src/sessions/purge.js'
 
 /** Which engine this run of the suite uses: set by scripts/test.mjs for each leg. */
 export const ENGINE = process.env.TEST_DB === 'mysql' ? 'mysql' : 'sqlite'
@@ -73,6 +74,8 @@ export interface BuildOptions {
   events?: Partial<SequencerOptions>
   /** The webhooks' resolver and delivery timings. */
   webhooks?: WebhookPluginOptions
+  /** Timings of the purge of expired sessions and tokens. */
+  purge?: Partial<PurgeOptions>
 }
 
 /** Builds the app on a fresh database, with an admin, closed (and its database dropped) when the test ends. */
@@ -95,7 +98,8 @@ export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
     PASSWORD_HASH_PASSES: '1',
     ...options.env
   })
-  const app = await buildApp(config, { logStream: options.logStream, mail: options.mail, events: options.events, webhooks: options.webhooks })
+  const { logStream, mail, events, webhooks, purge } = options
+  const app = await buildApp(config, { logStream, mail, events, webhooks, purge })
   t.teardown(async () => {
     await app.close()
     await db.drop()

@@ -8,6 +8,7 @@ import * as m0006 from './0006_events.js'
 import * as m0007 from './0007_outbox_and_webhooks.js'
 import * as m0008 from './0008_email_codes.js'
 import * as m0009 from './0009_email_reverts.js'
+import * as m0010 from './0010_expiry_indexes.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
@@ -19,7 +20,8 @@ export const migrations: Record<string, Migration> = {
   '0006_events': m0006,
   '0007_outbox_and_webhooks': m0007,
   '0008_email_codes': m0008,
-  '0009_email_reverts': m0009
+  '0009_email_reverts': m0009,
+  '0010_expiry_indexes': m0010
 }
 
 export const migrationProvider: MigrationProvider = {

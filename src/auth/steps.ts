@@ -80,7 +80,8 @@ export function causeOf(request: FastifyRequest): Cause {
   // On a public route the proof is the request's own (a mailed token, a code), not the caller's token: anonymous,
   // unless an admin acts there as an admin (creating a user).
   const anonymous = !caller || (request.routeOptions.config.auth === 'public' && caller.role !== 'admin')
-  if (anonymous) return { actor: { type: 'anonymous', id: null }, requestId: request.id, base }
+  const recorded = () => { request.wroteEvents = true }
+  if (anonymous) return { actor: { type: 'anonymous', id: null }, requestId: request.id, base, recorded }
   const type = caller.role === 'admin' && target !== caller.id ? 'admin' : 'user'
-  return { actor: { type, id: caller.id }, requestId: request.id, base }
+  return { actor: { type, id: caller.id }, requestId: request.id, base, recorded }
 }

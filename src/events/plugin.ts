@@ -7,6 +7,10 @@ declare module 'fastify' {
     /** Places committed events in the feed, and purges them past EVENT_RETENTION_SECONDS. */
     sequencer: Sequencer
   }
+  interface FastifyRequest {
+    /** Whether the request wrote an event (its cause was told): it wakes the sequencer once answered. */
+    wroteEvents: boolean
+  }
 }
 
 /**
@@ -16,10 +20,12 @@ declare module 'fastify' {
 async function events(app: FastifyInstance, options: Partial<SequencerOptions>): Promise<void> {
   const sequencer = new Sequencer(app.db, app.log, { retentionMs: app.config.EVENT_RETENTION_SECONDS * 1000, ...options })
   app.decorate('sequencer', sequencer)
-  // A refused write (4xx, 5xx) committed nothing to place; a failed login's event comes after its answer and is
-  // placed at the next poll.
-  app.addHook('onResponse', (request, reply, done) => {
-    if (request.method !== 'GET' && request.method !== 'HEAD' && reply.statusCode < 400) sequencer.wake()
+  // Woken by the requests that wrote an event (committed, or rolled back: a wasted run), not by every write: a
+  // refresh, which writes none, costs the feed nothing. A failed login's event comes after its answer and is placed
+  // at the next poll.
+  app.decorateRequest('wroteEvents', false)
+  app.addHook('onResponse', (request, _reply, done) => {
+    if (request.wroteEvents) sequencer.wake()
     done()
   })
   app.addHook('onReady', async () => sequencer.start())

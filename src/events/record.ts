@@ -9,6 +9,8 @@ export interface Cause {
   requestId: string | null
   /** PUBLIC_URL or '': the base of every href in an event's data, as in the answers. */
   base: string
+  /** Told each time an event is written for this cause (the request wakes the sequencer once it is answered). */
+  recorded?: () => void
 }
 
 /** A change the service makes by itself (the first admin at start, expiry), outside any request. */
@@ -50,4 +52,5 @@ export async function recordEvent(
     data: JSON.stringify(data), previous: previous === null ? null : JSON.stringify(previous),
     occurred_at: Date.now(), position: null
   }).execute()
+  cause.recorded?.()
 }

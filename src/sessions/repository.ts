@@ -5,6 +5,7 @@ import { addressLookupKey } from '../common/text.js'
 import { locksRows } from '../database/transaction.js'
 import { deleteSessions, recordEnded, SESSION_COLUMNS as columns, type SessionRow } from '../accounts/sessions.js'
 import type { Cause } from '../events/record.js'
+import { selectUsers, type UserRow } from '../accounts/users.js'
 
 export type { SessionRow }
 
@@ -13,10 +14,6 @@ export function listSessions(db: Db, userId: number, now: number, afterId: numbe
   return db.selectFrom('sessions').select(columns)
     .where('user_id', '=', userId).where('expires_at', '>', now).where('id', '>', afterId)
     .orderBy('id').limit(limit + 1).execute()
-}
-
-export function findSession(db: Db | Trx, sessionId: number): Promise<SessionRow | undefined> {
-  return db.selectFrom('sessions').select(columns).where('id', '=', sessionId).executeTakeFirst()
 }
 
 export async function insertSession(trx: Trx, values: Insertable<SessionsTable>): Promise<number> {
@@ -42,27 +39,38 @@ export async function makeRoom(trx: Trx, userId: number, now: number, max: numbe
   await deleteSessions(trx, [...expired, ...excess].map((r) => r.id))
 }
 
+/** A refresh token with its session, as read before the token is spent. */
 export interface RefreshRow {
   id: number
-  session_id: number
-  user_id: number
-  expires_at: number
   used_at: number | null
-  session_expires_at: number
+  expires_at: number
+  session: SessionRow
   ends_at: number
 }
 
-/** A refresh token by its hash, with its session; locked for the rest of the transaction when `lock` (MySQL). */
-export function findRefresh(db: Db | Trx, hash: string, lock = false): Promise<RefreshRow | undefined> {
-  let q = db.selectFrom('refresh_tokens')
+/** A refresh token by its hash, with its session. */
+export async function findRefresh(db: Db | Trx, hash: string): Promise<RefreshRow | undefined> {
+  const row = await db.selectFrom('refresh_tokens')
     .innerJoin('sessions', 'sessions.id', 'refresh_tokens.session_id')
     .select([
-      'refresh_tokens.id', 'refresh_tokens.session_id', 'sessions.user_id', 'refresh_tokens.expires_at', 'refresh_tokens.used_at',
-      'sessions.expires_at as session_expires_at', 'sessions.ends_at'
+      'refresh_tokens.id', 'refresh_tokens.used_at', 'refresh_tokens.expires_at', 'sessions.id as session_id', 'sessions.user_id',
+      'sessions.created_at', 'sessions.last_used_at', 'sessions.expires_at as session_expires_at', 'sessions.client', 'sessions.ends_at'
     ])
     .where('refresh_tokens.token_hash', '=', hash)
-  if (lock && locksRows(db)) q = q.forUpdate()
-  return q.executeTakeFirst()
+    .executeTakeFirst()
+  if (!row) return undefined
+  return {
+    id: row.id, used_at: row.used_at, expires_at: row.expires_at, ends_at: row.ends_at,
+    session: {
+      id: row.session_id, user_id: row.user_id, created_at: row.created_at, last_used_at: row.last_used_at, expires_at: row.session_expires_at,
+      client: row.client
+    }
+  }
+}
+
+/** Whether a refresh token (by id) was spent already: one the spend did not find is spent, or gone with its session. */
+export async function refreshSpent(trx: Trx, id: number): Promise<boolean> {
+  return (await trx.selectFrom('refresh_tokens').select('id').where('id', '=', id).where('used_at', 'is not', null).executeTakeFirst()) !== undefined
 }
 
 export async function insertRefresh(trx: Trx, sessionId: number, hash: string, now: number, expiresAt: number): Promise<void> {
@@ -97,18 +105,14 @@ export async function deleteToken(db: Db | Trx, hash: string): Promise<void> {
   await db.deleteFrom('tokens').where('token_hash', '=', hash).execute()
 }
 
-/** Drops a user's expired access tokens (refused anyway), at each of its logins, so they cannot pile up. */
-export async function purgeExpiredAccessTokens(trx: Trx, userId: number, now: number): Promise<void> {
-  await trx.deleteFrom('tokens').where('user_id', '=', userId).where('expires_at', '<=', now).execute()
-}
-
 /**
  * What a token may be issued against, read with the user row locked (MySQL) for the rest of the transaction: every
  * change that ends sessions (a new password, a ban, a demotion, a deletion) writes this row first, so a login or
- * refresh and such a change are serialised, and a token is issued only against the state the change left.
+ * refresh and such a change are serialised, and a token is issued only against the state the change left. The user
+ * as answers show it, with its password hash.
  */
-export async function lockCredentials(trx: Trx, userId: number) {
-  let q = trx.selectFrom('users').select(['id', 'password_hash', 'status']).where('id', '=', userId)
+export function lockCredentials(trx: Trx, userId: number): Promise<(UserRow & { password_hash: string }) | undefined> {
+  let q = selectUsers(trx).select('users.password_hash').where('users.id', '=', userId)
   if (locksRows(trx)) q = q.forUpdate()
   return q.executeTakeFirst()
 }

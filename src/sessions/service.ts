@@ -4,18 +4,18 @@ import { failedCode, type EmailCodes } from '../accounts/codes.js'
 import { presentSession } from '../accounts/present.js'
 import { isTokenShaped, newToken, tokenHash, type Passwords } from '../accounts/secrets.js'
 import { endSession, endSessions } from '../accounts/sessions.js'
-import { findUserById, lockUser, pageOfUser, type UserRow } from '../accounts/users.js'
+import { lockUser, pageOfUser, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
 import { NotFound, RateLimited, Unauthenticated } from '../common/errors.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
-import { inTransaction, written } from '../database/transaction.js'
+import { inTransaction } from '../database/transaction.js'
 import { asActor, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import type { LoginResult } from '../metrics/kinds.js'
 import {
-  deleteToken, findCredentials, findRefresh, findSignInAddress, findSession, insertRefresh, insertSession, insertToken, listSessions, lockCredentials,
-  makeRoom, purgeExpiredAccessTokens, renewSession, spendRefresh, type SessionRow
+  deleteToken, findCredentials, findRefresh, findSignInAddress, insertRefresh, insertSession, insertToken, listSessions, lockCredentials,
+  makeRoom, refreshSpent, renewSession, spendRefresh, type SessionRow
 } from './repository.js'
 
 export interface SessionsOptions {
@@ -100,7 +100,7 @@ export class SessionsService {
       const current = await lockCredentials(trx, found.id)
       if (!current || current.password_hash !== found.password_hash) return wrongCredentials()
       if (current.status === 'BANNED') return banned()
-      return this.startSession(trx, found.id, client, now, cause)
+      return this.startSession(trx, credentialsOf(current), client, now, cause)
     })
     if (issued instanceof Unauthenticated) throw issued
     return issued
@@ -130,7 +130,7 @@ export class SessionsService {
       await deleteEmailTokens(trx, target.id, 'signin')
       // Reading the code proved the address (read again under the lock: a token may have verified it meanwhile).
       await verifyAddress(trx, target.user_id, target.id, now, asActor(cause, { type: 'user', id: target.user_id }))
-      return this.startSession(trx, target.user_id, client, now, cause)
+      return this.startSession(trx, credentialsOf(current), client, now, cause)
     }))
     if (outcome === 'wrong') return failedCode(started, wrongCredentials())
     await attempt.succeeded()
@@ -140,17 +140,17 @@ export class SessionsService {
   }
 
   /** A new session for a user whose credentials checked out, its row locked: room made, tokens issued, the event. */
-  private async startSession(trx: Trx, userId: number, client: ClientInfo, now: number, cause: Cause): Promise<Issued> {
-    const signedIn = asActor(cause, { type: 'user', id: userId })
-    await purgeExpiredAccessTokens(trx, userId, now)
-    await makeRoom(trx, userId, now, this.options.maxSessionsPerUser, signedIn)
+  private async startSession(trx: Trx, user: UserRow, client: ClientInfo, now: number, cause: Cause): Promise<Issued> {
+    const signedIn = asActor(cause, { type: 'user', id: user.id })
+    await makeRoom(trx, user.id, now, this.options.maxSessionsPerUser, signedIn)
     const endsAt = now + this.options.sessionMaxAgeSeconds * 1000
-    const sessionId = await insertSession(trx, {
-      user_id: userId, created_at: now, last_used_at: now, client: (client.agent ?? '').slice(0, MAX_CLIENT),
-      expires_at: Math.min(now + this.options.refreshTtlSeconds * 1000, endsAt), ends_at: endsAt
-    })
-    const issued = await this.issue(trx, userId, sessionId, now)
-    await recordEvent(trx, signedIn, 'session.created', userId, presentSession(issued.session, cause.base, null))
+    const values = {
+      user_id: user.id, created_at: now, last_used_at: now, client: (client.agent ?? '').slice(0, MAX_CLIENT),
+      expires_at: Math.min(now + this.options.refreshTtlSeconds * 1000, endsAt)
+    }
+    const sessionId = await insertSession(trx, { ...values, ends_at: endsAt })
+    const issued = await this.issue(trx, user, { id: sessionId, ...values }, now)
+    await recordEvent(trx, signedIn, 'session.created', user.id, presentSession(issued.session, cause.base, null))
     return issued
   }
 
@@ -174,16 +174,20 @@ export class SessionsService {
     if (!seen) throw invalidGrant()
     const outcome = await inTransaction(this.db, async (trx): Promise<Issued | 'invalid' | 'reused'> => {
       const now = Date.now()
-      const user = await lockCredentials(trx, seen.user_id)
-      const row = await findRefresh(trx, hash, true)
-      if (!user || !row || user.status !== 'ACTIVE') return 'invalid'
-      if (row.used_at !== null || !(await spendRefresh(trx, row.id, now))) {
-        await endSession(trx, row.user_id, row.session_id, cause, 'replay_detected')
+      const user = await lockCredentials(trx, seen.session.user_id)
+      if (!user || user.status !== 'ACTIVE') return 'invalid'
+      // Spent under the user's lock. What was read before holds if the spend takes: the session has one live refresh
+      // token, this one, so nothing renewed the session meanwhile, and a revocation would have taken the token with it.
+      if (seen.used_at !== null || !(await spendRefresh(trx, seen.id, now))) {
+        // Spent before (a replay) or gone with its session (revoked meanwhile): told apart on this path alone.
+        if (seen.used_at === null && !(await refreshSpent(trx, seen.id))) return 'invalid'
+        await endSession(trx, user.id, seen.session.id, cause, 'replay_detected')
         return 'reused'
       }
-      if (row.expires_at <= now || row.session_expires_at <= now || row.ends_at <= now) return 'invalid'
-      await renewSession(trx, row.session_id, now, Math.min(now + this.options.refreshTtlSeconds * 1000, row.ends_at))
-      return this.issue(trx, row.user_id, row.session_id, now)
+      if (seen.expires_at <= now || seen.session.expires_at <= now || seen.ends_at <= now) return 'invalid'
+      const expiresAt = Math.min(now + this.options.refreshTtlSeconds * 1000, seen.ends_at)
+      await renewSession(trx, seen.session.id, now, expiresAt)
+      return this.issue(trx, credentialsOf(user), { ...seen.session, last_used_at: now, expires_at: expiresAt }, now)
     })
     if (outcome === 'reused') throw new Unauthenticated('This refresh token was used already: its session has ended', 'REFRESH_TOKEN_REUSED')
     if (outcome === 'invalid') throw invalidGrant()
@@ -218,15 +222,24 @@ export class SessionsService {
     })
   }
 
-  /** An access token and a refresh token for a session, both ending no later than the session itself. */
-  private async issue(trx: Trx, userId: number, sessionId: number, now: number): Promise<Issued> {
-    const session = written(await findSession(trx, sessionId), `session ${sessionId}`)
-    const user = written(await findUserById(trx, userId), `user ${userId}`)
+  /**
+   * An access token and a refresh token for a session, both ending no later than the session itself. The user and
+   * the session are as the transaction left them (read under its locks and written by it): nothing is read again.
+   */
+  private async issue(trx: Trx, user: UserRow, session: SessionRow, now: number): Promise<Issued> {
     const access = newToken()
     const refresh = newToken()
     const expiresAt = Math.min(now + this.options.accessTtlSeconds * 1000, session.expires_at)
-    await insertToken(trx, userId, sessionId, access.hash, now, expiresAt)
-    await insertRefresh(trx, sessionId, refresh.hash, now, session.expires_at)
+    await insertToken(trx, user.id, session.id, access.hash, now, expiresAt)
+    await insertRefresh(trx, session.id, refresh.hash, now, session.expires_at)
     return { token: access.token, expiresAt, refreshToken: refresh.token, refreshExpiresAt: session.expires_at, session, user }
+  }
+}
+
+/** The user as answers show it, without the password hash it was read with. */
+function credentialsOf(row: UserRow & { password_hash: string }): UserRow {
+  return {
+    id: row.id, name: row.name, email: row.email, status: row.status, role: row.role, version: row.version,
+    created_at: row.created_at, updated_at: row.updated_at
   }
 }

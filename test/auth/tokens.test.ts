@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { adminUser, assertProblem, bearer, build, form, login, markVerified, multipart, newUser } from '../helpers.js'
+import { adminUser, assertProblem, bearer, build, form, login, markVerified, multipart, newUser, session } from '../helpers.js'
 
 /** A problem body without its request's id, which differs from request to request by design. */
 const anonymous = (body: Record<string, unknown>) => ({ ...body, request_id: undefined })
@@ -113,17 +113,27 @@ t.test('expired and malformed tokens are refused', async (t) => {
   }
 })
 
-t.test('expired tokens are dropped at the user\'s next login', async (t) => {
-  const app = await build(t)
+t.test('expired sessions and tokens are purged in the background, in batches; a spent refresh token is kept until it expires', async (t) => {
+  const app = await build(t, { purge: { everyMs: 50, batch: 2 } })
   const user = await newUser(app)
   const other = await newUser(app)
+  const spent = await session(app, user.email, user.password)
+  const renewed = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { grant_type: 'refresh_token', refresh_token: spent.refresh_token } })
+  t.equal(renewed.statusCode, 201, renewed.body)
+  // Every access token of both users has expired, and one of `other`'s sessions.
   await app.db.updateTable('tokens').set({ expires_at: Date.now() - 1 }).execute()
-  await login(app, user.email, user.password)
-  const mine = await app.db.selectFrom('tokens').select('expires_at').where('user_id', '=', user.id).execute()
-  t.equal(mine.length, 1, 'only the new token is left')
-  t.ok(mine[0]!.expires_at > Date.now())
-  const theirs = await app.db.selectFrom('tokens').select('id').where('user_id', '=', other.id).execute()
-  t.equal(theirs.length, 1, 'other users\' tokens are left to their own logins')
+  await app.db.updateTable('sessions').set({ expires_at: Date.now() - 1 }).where('user_id', '=', other.id).execute()
+  const count = async () => Number((await app.db.selectFrom('tokens').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n)
+  let left = -1
+  for (let i = 0; i < 100 && left !== 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    left = await count()
+  }
+  t.equal(left, 0, 'every expired access token is gone, by no request')
+  const sessions = await app.db.selectFrom('sessions').select('user_id').where('user_id', '=', other.id).execute()
+  t.same(sessions, [], 'the expired session went with its tokens')
+  const replay = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { grant_type: 'refresh_token', refresh_token: spent.refresh_token } })
+  assertProblem(t, replay, 401, 'REFRESH_TOKEN_REUSED', 'the spent refresh token is still known: its replay ends the session')
 })
 
 t.test('a route that declares no authorization rule cannot be registered', async (t) => {

@@ -31,7 +31,8 @@ async function typeInto(page: Page, selector: string, text: string): Promise<voi
   await page.keyboard.down('Control')
   await page.keyboard.press('KeyA')
   await page.keyboard.up('Control')
-  await page.evaluate((value) => document.execCommand('insertText', false, value), text)
+  // Run in the page, where `document` is the page's own.
+  await page.evaluate((value) => (globalThis as unknown as { document: { execCommand: (command: string, ui: boolean, value: string) => boolean } }).document.execCommand('insertText', false, value), text)
 }
 
 /** Presses Execute and reads the live answer: its status and its body. */
@@ -64,7 +65,7 @@ t.test('through /docs in a browser, from 127.0.0.1 and from localhost: sign up, 
 
     const email = `browser-${host.replace(/\W/g, '')}@example.com`
     const signUp = await tryOut(page, 'users', 'createUser')
-    t.equal(await page.$eval(`${signUp} tr[data-param-name="Idempotency-Key"] input`, (el) => (el as HTMLInputElement).value), '', `${host}: no Idempotency-Key pre-filled`)
+    t.equal(await page.$eval(`${signUp} tr[data-param-name="Idempotency-Key"] input`, (el) => (el as unknown as { value: string }).value), '', `${host}: no Idempotency-Key pre-filled`)
     await typeInto(page, `${signUp} textarea.body-param__text`, JSON.stringify({ name: 'Ada', email, password: 'correct-horse' }))
     const created = await execute(page, signUp)
     t.equal(created.status, 201, `${host}: signed up (${created.body.slice(0, 200)})`)
@@ -83,7 +84,7 @@ t.test('through /docs in a browser, from 127.0.0.1 and from localhost: sign up, 
 
     const read = await tryOut(page, 'users', 'getUser')
     const field = `${read} tr[data-param-name="user_id"] input`
-    t.equal(await page.$eval(field, (el) => (el as HTMLInputElement).value), '', `${host}: no id pre-filled`)
+    t.equal(await page.$eval(field, (el) => (el as unknown as { value: string }).value), '', `${host}: no id pre-filled`)
     await typeInto(page, field, String(id))
     const self = await execute(page, read)
     t.equal(self.status, 200, `${host}: read self (${self.body.slice(0, 200)})`)

@@ -1,0 +1,70 @@
+import type { FastifyInstance } from 'fastify'
+import fp from 'fastify-plugin'
+import type { Db } from '../database/index.js'
+import { inTransaction } from '../database/transaction.js'
+import { deleteSessions } from '../accounts/sessions.js'
+
+export interface PurgeOptions {
+  /** Between two purges. */
+  everyMs: number
+  /** Rows deleted by one statement. */
+  batch: number
+}
+
+const DEFAULTS: PurgeOptions = { everyMs: 60_000, batch: 500 }
+
+/**
+ * Deletes, in batches, what has expired: sessions (with their tokens; they had ended, so no event), then access and
+ * refresh tokens. A spent refresh token is kept until it expires, so that its replay is still told from a stranger's
+ * guess. Each batch is its own short transaction or statement, taking its rows in the order revocations take them
+ * (refresh tokens, access tokens, sessions).
+ */
+export async function purgeExpired(db: Db, now: number, batch: number): Promise<number> {
+  let purged = 0
+  for (;;) {
+    const sessions = await db.selectFrom('sessions').select('id').where('expires_at', '<=', now).limit(batch).execute()
+    if (sessions.length) await inTransaction(db, (trx) => deleteSessions(trx, sessions.map((r) => r.id)))
+    purged += sessions.length
+    if (sessions.length < batch) break
+  }
+  for (const table of ['tokens', 'refresh_tokens'] as const) {
+    for (;;) {
+      const ids = (await db.selectFrom(table).select('id').where('expires_at', '<=', now).limit(batch).execute()).map((r) => r.id)
+      if (ids.length) await db.deleteFrom(table).where('id', 'in', ids).execute()
+      purged += ids.length
+      if (ids.length < batch) break
+    }
+  }
+  return purged
+}
+
+/**
+ * The background purge of expired sessions and tokens, from the moment the app is ready until it closes: requests
+ * never pay for it (a login used to delete its user's expired tokens).
+ */
+async function tokenPurge(app: FastifyInstance, options: Partial<PurgeOptions>): Promise<void> {
+  const { everyMs, batch } = { ...DEFAULTS, ...options }
+  let timer: NodeJS.Timeout | undefined
+  let running: Promise<void> | undefined
+  let stopped = false
+  const run = () => {
+    running = purgeExpired(app.db, Date.now(), batch)
+      .then(() => undefined, (err: unknown) => app.log.warn({ err }, 'sessions: expired sessions and tokens could not be purged; trying again'))
+      .finally(() => {
+        running = undefined
+        if (!stopped) schedule()
+      })
+  }
+  const schedule = () => {
+    timer = setTimeout(run, everyMs)
+    timer.unref()
+  }
+  app.addHook('onReady', async () => schedule())
+  app.addHook('preClose', async () => {
+    stopped = true
+    clearTimeout(timer)
+    await running
+  })
+}
+
+export default fp(tokenPurge, { name: 'token-purge', dependencies: ['database'] })
