@@ -11,8 +11,8 @@ const pick = () => users[nextUser++ % users.length]
 const random = () => users[Math.floor(Math.random() * users.length)]
 const bearer = (u) => ({ authorization: `Bearer ${u.token}` })
 const json = { 'content-type': 'application/json' }
-/** Sessions of the refresh scenario not in use by a request: { user, refresh }. */
-const sessions = []
+/** Sessions of the refresh scenario not in use by a request: { user, refresh }, started before the run (sessionsFile). */
+const sessions = input.sessionsFile ? readFileSync(input.sessionsFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l)) : []
 
 /** A request made as a seeded user acting on itself, the users taken in turn (autocannon's context lasts one request). */
 const asOwnUser = (build) => [{
@@ -45,24 +45,21 @@ const scenarios = {
       return { method: 'PUT', path: `/users/${u.id}/name`, headers: json, body: JSON.stringify({ name: `Renamed ${u.id} ${context.n}` }) }
     })
   },
-  // 6. refreshes: sessions taken from a pool, each request spending a session's last refresh token and the answer
-  //    putting the session back with the new one (autocannon keeps no state from one request to the next: its
-  //    context lives from a request's setup to its response). A session is started by a login the first time, so
-  //    the scenario holds whatever earlier runs spent; at 50 connections, 50 sessions go round.
+  // 6. refreshes, and nothing else: sessions started before the run are taken from a pool, each request spending a
+  //    session's last refresh token and the answer putting the session back with the new one (autocannon keeps no
+  //    state from one request to the next: its context lives from a request's setup to its response).
   'refresh': {
     requests: [{
       setupRequest: (req, context) => {
-        const session = sessions.pop() ?? { user: pick(), refresh: undefined }
+        const session = sessions.pop()
+        if (!session) throw new Error('the refresh scenario ran out of sessions: start more than there are connections')
         context.session = session
-        const body = session.refresh
-          ? { grant_type: 'refresh_token', refresh_token: session.refresh }
-          : { email: session.user.email, password }
-        return { ...req, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify(body) }
+        return { ...req, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify({ grant_type: 'refresh_token', refresh_token: session.refresh }) }
       },
       onResponse: (status, body, context) => {
-        const session = context.session
-        session.refresh = status === 201 ? JSON.parse(body).refresh_token : undefined
-        sessions.push(session)
+        if (status !== 201) return // counted as non-2xx: the run is invalid
+        context.session.refresh = JSON.parse(body).refresh_token
+        sessions.push(context.session)
       }
     }]
   },

@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util'
 import { CompiledQuery } from 'kysely'
 import { createConnection, type Connection } from 'mysql2/promise'
 import { createDatabase } from '../src/database/index.js'
-import { tokenHash } from '../src/accounts/secrets.js'
+import { newToken, tokenHash } from '../src/accounts/secrets.js'
 import { callerQuery } from '../src/auth/caller.js'
 import { listUsersQuery } from '../src/users/repository.js'
 import { seed, type SeededUser } from '../scripts/seed.js'
@@ -60,6 +60,7 @@ const EMBEDDED_ROSTER_PORT = 3304
 const EMBEDDED_BASELINE_PORT = 3305
 const METRICS_OFF_PORT = 3307
 const DRAIN_PORT = 3308
+const WRITE_BASELINE_PORT = 3310
 const SQLITE_FILE = args['sqlite-file']
 const SQLITE_TOKENS = `${RESULTS}/tokens-embedded.jsonl`
 
@@ -134,18 +135,21 @@ function memoryKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 }
 
 interface Figures { scenario: string; rps: number; p50: number; p99: number; errors: number; timeouts: number; non2xx: number; total: number }
-type Measured = Figures & { peakRssMb: number; cpuUsPerRequest: number }
+type Measured = Figures & { peakRssMb: number; cpuUsPerRequest: number; statementsPerRequest?: number | undefined }
 
 /** Scenario 1's targets, in the order of odd rounds (even rounds run them in reverse). */
 const TARGETS = ['baseline', 'baseline-prepared', 'roster'] as const
 type Target = typeof TARGETS[number]
 
 /** Runs one scenario in its own process while sampling the server's resident memory. */
-async function load(target: { url: string; pid: number }, scenario: string, duration: number, adminToken: string, tokensFile = TOKENS): Promise<Measured> {
+async function load(
+  target: { url: string; pid: number }, scenario: string, duration: number, adminToken: string, tokensFile = TOKENS, extra: Record<string, unknown> = {}
+): Promise<Measured> {
   let peak = 0
+  const statementsBefore = await serverStatements()
   const cpuBefore = cpuMicros(target.pid)
   const sampler = setInterval(() => { peak = Math.max(peak, memoryKb(target.pid, 'VmRSS')) }, 100)
-  const input = JSON.stringify({ url: target.url, scenario, duration, connections: CONNECTIONS, adminToken, password: PASSWORD, tokensFile })
+  const input = JSON.stringify({ url: target.url, scenario, duration, connections: CONNECTIONS, adminToken, password: PASSWORD, tokensFile, ...extra })
   const output = await new Promise<string>((resolve, reject) => {
     const child = spawn(process.execPath, ['bench/load.mjs', input], { stdio: ['ignore', 'pipe', 'inherit'] })
     let out = ''
@@ -156,7 +160,22 @@ async function load(target: { url: string; pid: number }, scenario: string, dura
   peak = Math.max(peak, memoryKb(target.pid, 'VmRSS'))
   const figures: Figures = JSON.parse(output.trim().split('\n').pop()!)
   const cpuUsPerRequest = Math.round((cpuMicros(target.pid) - cpuBefore) / Math.max(1, figures.total))
-  return { ...figures, peakRssMb: Math.round(peak / 1024), cpuUsPerRequest }
+  const statements = statementsBefore === undefined ? undefined : ((await serverStatements()) ?? 0) - statementsBefore
+  const statementsPerRequest = statements === undefined ? undefined : Math.round(statements / Math.max(1, figures.total) * 10) / 10
+  return { ...figures, peakRssMb: Math.round(peak / 1024), cpuUsPerRequest, statementsPerRequest }
+}
+
+let statusConnection: Connection | undefined
+
+/**
+ * The statements the MySQL server has run (its `Questions` counter: text queries, prepared executions, begin and
+ * commit), read around a load run to count what a request sends. Everything on the server counts, the services'
+ * background work too: on a quiet machine that is the polling of the outbox and the feed, a few a second.
+ */
+async function serverStatements(): Promise<number | undefined> {
+  statusConnection ??= await createConnection(SERVER)
+  const [rows] = await statusConnection.query("show global status like 'Questions'") as unknown as [Array<{ Value: string }>]
+  return rows[0] ? Number(rows[0].Value) - 1 : undefined
 }
 
 /**
@@ -164,14 +183,18 @@ async function load(target: { url: string; pid: number }, scenario: string, dura
  * machine's speed during the run weighs on all alike.
  */
 async function alternate<T extends string>(
-  order: readonly T[], targets: Record<T, { url: string; pid: number }>, scenario: string, adminToken: string, tokensFile = TOKENS
+  order: readonly T[], targets: Record<T, { url: string; pid: number }>, label: string, adminToken: string,
+  options: { scenario?: string; tokensFile?: string; before?: () => Promise<Record<string, unknown>> } = {}
 ): Promise<Array<Record<T, Measured>>> {
   const rounds: Array<Record<T, Measured>> = []
   for (let round = 1; round <= ROUNDS; round++) {
     const sequence = round % 2 === 1 ? order : [...order].reverse()
-    log(`${scenario} round ${round}/${ROUNDS}: ${sequence.join(', then ')}, ${DURATION} s each at ${CONNECTIONS} connections`)
+    log(`${label} round ${round}/${ROUNDS}: ${sequence.join(', then ')}, ${DURATION} s each at ${CONNECTIONS} connections`)
     const measured: Partial<Record<T, Measured>> = {}
-    for (const target of sequence) measured[target] = await load(targets[target], 'self-read', DURATION, adminToken, tokensFile)
+    for (const target of sequence) {
+      const extra = (await options.before?.()) ?? {}
+      measured[target] = await load(targets[target], options.scenario ?? 'self-read', DURATION, adminToken, options.tokensFile ?? TOKENS, extra)
+    }
     rounds.push(measured as Record<T, Measured>)
   }
   return rounds
@@ -230,6 +253,55 @@ async function drainScenario(main: ChildProcess, adminToken: string): Promise<Dr
   }
 }
 
+const WRITE_TARGETS = ['baseline-writes', 'roster'] as const
+type WriteTarget = typeof WRITE_TARGETS[number]
+
+/** The bare write baseline (bench/baseline-writes.mjs) on the same database. */
+function startWriteBaseline(): ChildProcess {
+  return fork('bench/baseline-writes.mjs', [], {
+    env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(WRITE_BASELINE_PORT), POOL_SIZE: '10' },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc']
+  })
+}
+
+/**
+ * Sessions started before a refresh run, one per seeded user, twice as many as there are connections, written
+ * straight to the tables as a login leaves them: the run measures refreshes and nothing else.
+ */
+async function freshSessions(): Promise<Record<string, unknown>> {
+  const users = readFileSync(TOKENS, 'utf8').split('\n', CONNECTIONS * 8).filter(Boolean).map((l) => JSON.parse(l) as SeededUser)
+    .filter((u) => u.status === 'ACTIVE').slice(0, CONNECTIONS * 2)
+  const { db } = createDatabase({ url: DATABASE_URL })
+  const now = Date.now()
+  const lines: string[] = []
+  try {
+    for (const user of users) {
+      const created = await db.insertInto('sessions')
+        .values({ user_id: user.id, created_at: now, last_used_at: now, client: 'bench', expires_at: now + 30 * 86_400_000, ends_at: now + 90 * 86_400_000 })
+        .executeTakeFirstOrThrow()
+      const refresh = newToken()
+      await db.insertInto('refresh_tokens')
+        .values({ token_hash: refresh.hash, session_id: Number(created.insertId), created_at: now, expires_at: now + 30 * 86_400_000, used_at: null }).execute()
+      lines.push(JSON.stringify({ user, refresh: refresh.token }))
+    }
+  } finally {
+    await db.destroy()
+  }
+  const file = `${RESULTS}/sessions.jsonl`
+  writeFileSync(file, lines.join('\n') + '\n')
+  return { sessionsFile: file }
+}
+
+/** A write scenario (refresh, rename) on Roster and on the bare write baseline, in alternating rounds. */
+async function writes(scenario: 'refresh' | 'rename', roster: { url: string; pid: number }, baseline: ChildProcess, adminToken: string) {
+  const targets: Record<WriteTarget, { url: string; pid: number }> = {
+    'baseline-writes': { url: `http://127.0.0.1:${WRITE_BASELINE_PORT}`, pid: baseline.pid! }, roster
+  }
+  const before = scenario === 'refresh' ? freshSessions : undefined
+  for (const target of WRITE_TARGETS) await load(targets[target], scenario, 2, adminToken, TOKENS, (await before?.()) ?? {})
+  return alternate(WRITE_TARGETS, targets, scenario, adminToken, { scenario, before })
+}
+
 const EMBEDDED_TARGETS = ['baseline-sqlite', 'roster-sqlite'] as const
 type EmbeddedTarget = typeof EMBEDDED_TARGETS[number]
 
@@ -248,7 +320,7 @@ async function embedded(): Promise<{ rows: Array<Measured & { target: string }>;
     }
     log('warming up the embedded pair (3 s each)')
     for (const target of EMBEDDED_TARGETS) await load(targets[target], 'self-read', 3, '', SQLITE_TOKENS)
-    const rounds = await alternate(EMBEDDED_TARGETS, targets, 'embedded self-read', '', SQLITE_TOKENS)
+    const rounds = await alternate(EMBEDDED_TARGETS, targets, 'embedded self-read', '', { tokensFile: SQLITE_TOKENS })
     const rows = EMBEDDED_TARGETS.map((target) => ({ target, ...combine(rounds.map((r) => r[target])), scenario: 'self-read (SQLite)' }))
     return { rows, rounds }
   } finally {
@@ -335,12 +407,14 @@ async function main() {
   const roster = startRoster()
   const baseline = startBaseline('text', BASELINE_PORT)
   const preparedBaseline = startBaseline('prepared', PREPARED_BASELINE_PORT)
-  const stop = () => { roster.kill('SIGTERM'); baseline.kill('SIGTERM'); preparedBaseline.kill('SIGTERM') }
+  const writeBaseline = startWriteBaseline()
+  const stop = () => { roster.kill('SIGTERM'); baseline.kill('SIGTERM'); preparedBaseline.kill('SIGTERM'); writeBaseline.kill('SIGTERM') }
   process.on('exit', stop)
   try {
     await waitFor(`http://127.0.0.1:${ROSTER_PORT}/health/ready`)
     await waitFor(`http://127.0.0.1:${BASELINE_PORT}/`)
     await waitFor(`http://127.0.0.1:${PREPARED_BASELINE_PORT}/`)
+    await waitFor(`http://127.0.0.1:${WRITE_BASELINE_PORT}/`)
     const login = await fetch(`http://127.0.0.1:${ROSTER_PORT}/auth/tokens`, {
       method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
     })
@@ -361,7 +435,13 @@ async function main() {
     const rounds: Array<Record<Target, Measured>> = []
     const embeddedRounds: Array<Record<EmbeddedTarget, Measured>> = []
     const metricsRounds: Array<Record<MetricsTarget, Measured>> = []
+    const writeRounds: Partial<Record<'refresh' | 'rename', Array<Record<WriteTarget, Measured>>>> = {}
     for (const scenario of args.scenarios.split(',').filter(Boolean)) {
+      if (scenario === 'refresh' || scenario === 'rename') {
+        const measured = writeRounds[scenario] = await writes(scenario, rosterTarget, writeBaseline, adminToken)
+        for (const target of WRITE_TARGETS) rows.push({ target, ...combine(measured.map((r) => r[target])) })
+        continue
+      }
       if (scenario === 'drain') continue // below, once the main instance is stopped
       if (scenario === 'metrics') {
         metricsRounds.push(...await metricsOnOff(rosterTarget, adminToken))
@@ -410,6 +490,17 @@ async function main() {
         `(target ≥ 0.95), p99 ${fmt(prepared.p99, 2)}× (target ≤ 1.10)`)
       console.log(`Rounds (req/s of baseline, baseline-prepared, roster): ${rounds.map((r, i) => `${i + 1}: ${TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
+    const writeRatios: Record<string, ReturnType<typeof ratiosOf>> = {}
+    for (const [scenario, measured] of Object.entries(writeRounds)) {
+      const ratio = writeRatios[scenario] = ratiosOf(measured, 'roster', 'baseline-writes')
+      const cpu = (target: WriteTarget) => combine(measured.map((r) => r[target])).cpuUsPerRequest
+      const statements = (target: WriteTarget) => median(measured.map((r) => r[target].statementsPerRequest ?? 0))
+      console.log(`\n${scenario} against the bare write baseline (same durable work, same tables), median of ${measured.length} rounds: ` +
+        `throughput ${fmt(ratio.throughput, 2)}× (target ≥ ${scenario === 'refresh' ? '0.70' : '0.85'}), p99 ${fmt(ratio.p99, 2)}×; ` +
+        `CPU ${cpu('roster')} / ${cpu('baseline-writes')} µs a request; ` +
+        `statements a request (the server's count) ${fmt(statements('roster'), 1)} / ${fmt(statements('baseline-writes'), 1)}`)
+      console.log(`Rounds (req/s of baseline-writes, roster): ${measured.map((r, i) => `${i + 1}: ${WRITE_TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
+    }
     let embeddedRatios
     if (embeddedRounds.length) {
       embeddedRatios = ratiosOf(embeddedRounds, 'roster-sqlite', 'baseline-sqlite')
@@ -450,11 +541,13 @@ async function main() {
     writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({
       at: new Date().toISOString(), users: USERS, duration: DURATION, rounds: ROUNDS, connections: CONNECTIONS, logLevel: args['log-level'],
       machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
-      rows, selfReadRounds: rounds, ratios, embeddedRounds, embeddedRatios, metricsRounds, metricsRatios, peakRssMb, drained, plans, valid: failed.length === 0
+      rows, selfReadRounds: rounds, ratios, writeRounds, writeRatios, embeddedRounds, embeddedRatios, metricsRounds, metricsRatios, peakRssMb,
+      drained, plans, valid: failed.length === 0
     }, null, 2))
     log(`figures in ${RESULTS}/latest.json`)
   } finally {
     stop()
+    await statusConnection?.end()
   }
 }
 

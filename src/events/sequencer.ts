@@ -2,6 +2,7 @@ import { sql } from 'kysely'
 import type { EventType } from '../../schemas/event.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, locksRows } from '../database/transaction.js'
+import { reusable } from '../database/compiled.js'
 
 export interface SequencerLog {
   warn(details: object, message: string): void
@@ -22,6 +23,14 @@ export interface SequencerOptions {
 export const SEQUENCER_DEFAULTS: SequencerOptions = {
   pollMs: 1000, batch: 500, retentionMs: 30 * 86_400_000, purgeBatch: 500, purgeEveryMs: 60_000
 }
+
+// The sequencer's own statements, run after every write that wrote events: compiled once (database/compiled.ts).
+const lockedCounter = reusable((db) => {
+  const q = db.selectFrom('event_sequence').select('value').where('name', '=', 'events')
+  return locksRows(db) ? q.forUpdate() : q
+}, [])
+const unplacedEvents = reusable((db, limit: number) => db.selectFrom('events').select(['id', 'type']).where('position', 'is', null)
+  .orderBy('id').limit(limit), [-1])
 
 /** An event just given its place, as what follows the feed (webhook deliveries) needs it. */
 export interface Sequenced {
@@ -86,8 +95,7 @@ export class Sequencer {
    * background run (nor its purge): sequencing transactions take turns on the counter's lock.
    */
   async catchUp(): Promise<void> {
-    const unplaced = await this.db.selectFrom('events').select('id').where('position', 'is', null).limit(1).executeTakeFirst()
-    if (unplaced) await this.sequenceAll()
+    if ((await unplacedEvents(this.db, 1)).rows.length > 0) await this.sequenceAll()
   }
 
   async stop(): Promise<void> {
@@ -123,12 +131,11 @@ export class Sequencer {
   }
 
   private async sequence(trx: Trx): Promise<number> {
-    let counter = trx.selectFrom('event_sequence').select('value').where('name', '=', 'events')
-    if (locksRows(trx)) counter = counter.forUpdate()
-    const last = Number((await counter.executeTakeFirstOrThrow()).value)
+    const counter = (await lockedCounter(trx)).rows[0]
+    if (!counter) throw new Error('event_sequence has no row for the events')
+    const last = Number(counter.value)
     // Read after the lock is held: every event committed by now is seen, and any committed later gets a later place.
-    const rows = await trx.selectFrom('events').select(['id', 'type']).where('position', 'is', null)
-      .orderBy('id').limit(this.options.batch).execute()
+    const rows = (await unplacedEvents(trx, this.options.batch)).rows
     if (rows.length === 0) return 0
     const placed = rows.map((r, i) => ({ id: r.id, type: r.type, position: last + i + 1 }))
     await trx.updateTable('events')

@@ -3,6 +3,7 @@ import type { SessionsTable } from '../../db/types.js'
 import type { Db, Trx } from '../database/index.js'
 import { addressLookupKey } from '../common/text.js'
 import { locksRows } from '../database/transaction.js'
+import { reusable } from '../database/compiled.js'
 import { deleteSessions, recordEnded, SESSION_COLUMNS as columns, type SessionRow } from '../accounts/sessions.js'
 import type { Cause } from '../events/record.js'
 import { selectUsers, type UserRow } from '../accounts/users.js'
@@ -21,9 +22,12 @@ export async function insertSession(trx: Trx, values: Insertable<SessionsTable>)
   return Number(result.insertId)
 }
 
+const renewSessionRow = reusable((db, now: number, expiresAt: number, sessionId: number) => db.updateTable('sessions')
+  .set({ last_used_at: now, expires_at: expiresAt }).where('id', '=', sessionId), [-1, -2, -3])
+
 /** A session renewed by a refresh: used now, alive until `expiresAt`. */
 export async function renewSession(trx: Trx, sessionId: number, now: number, expiresAt: number): Promise<void> {
-  await trx.updateTable('sessions').set({ last_used_at: now, expires_at: expiresAt }).where('id', '=', sessionId).execute()
+  await renewSessionRow(trx, now, expiresAt, sessionId)
 }
 
 /**
@@ -48,16 +52,17 @@ export interface RefreshRow {
   ends_at: number
 }
 
+const refreshByHash = reusable((db, hash: string) => db.selectFrom('refresh_tokens')
+  .innerJoin('sessions', 'sessions.id', 'refresh_tokens.session_id')
+  .select([
+    'refresh_tokens.id', 'refresh_tokens.used_at', 'refresh_tokens.expires_at', 'sessions.id as session_id', 'sessions.user_id',
+    'sessions.created_at', 'sessions.last_used_at', 'sessions.expires_at as session_expires_at', 'sessions.client', 'sessions.ends_at'
+  ])
+  .where('refresh_tokens.token_hash', '=', hash), ['\u0000hash'])
+
 /** A refresh token by its hash, with its session. */
 export async function findRefresh(db: Db | Trx, hash: string): Promise<RefreshRow | undefined> {
-  const row = await db.selectFrom('refresh_tokens')
-    .innerJoin('sessions', 'sessions.id', 'refresh_tokens.session_id')
-    .select([
-      'refresh_tokens.id', 'refresh_tokens.used_at', 'refresh_tokens.expires_at', 'sessions.id as session_id', 'sessions.user_id',
-      'sessions.created_at', 'sessions.last_used_at', 'sessions.expires_at as session_expires_at', 'sessions.client', 'sessions.ends_at'
-    ])
-    .where('refresh_tokens.token_hash', '=', hash)
-    .executeTakeFirst()
+  const row = (await refreshByHash(db, hash)).rows[0]
   if (!row) return undefined
   return {
     id: row.id, used_at: row.used_at, expires_at: row.expires_at, ends_at: row.ends_at,
@@ -73,18 +78,26 @@ export async function refreshSpent(trx: Trx, id: number): Promise<boolean> {
   return (await trx.selectFrom('refresh_tokens').select('id').where('id', '=', id).where('used_at', 'is not', null).executeTakeFirst()) !== undefined
 }
 
+const insertRefreshRow = reusable((db, hash: string, sessionId: number, now: number, expiresAt: number) => db.insertInto('refresh_tokens')
+  .values({ token_hash: hash, session_id: sessionId, created_at: now, expires_at: expiresAt, used_at: null }), ['\u0000hash', -1, -2, -3])
+
 export async function insertRefresh(trx: Trx, sessionId: number, hash: string, now: number, expiresAt: number): Promise<void> {
-  await trx.insertInto('refresh_tokens').values({ token_hash: hash, session_id: sessionId, created_at: now, expires_at: expiresAt, used_at: null }).execute()
+  await insertRefreshRow(trx, hash, sessionId, now, expiresAt)
 }
 
-/** Spends a refresh token; false when it was spent already. */
+const spendRefreshRow = reusable((db, now: number, id: number) => db.updateTable('refresh_tokens').set({ used_at: now })
+  .where('id', '=', id).where('used_at', 'is', null), [-1, -2])
+
+/** Spends a refresh token; false when it was spent already (or is gone). */
 export async function spendRefresh(trx: Trx, id: number, now: number): Promise<boolean> {
-  const result = await trx.updateTable('refresh_tokens').set({ used_at: now }).where('id', '=', id).where('used_at', 'is', null).executeTakeFirst()
-  return result.numUpdatedRows > 0n
+  return ((await spendRefreshRow(trx, now, id)).numAffectedRows ?? 0n) > 0n
 }
+
+const insertTokenRow = reusable((db, hash: string, userId: number, sessionId: number, now: number, expiresAt: number) => db.insertInto('tokens')
+  .values({ token_hash: hash, user_id: userId, session_id: sessionId, created_at: now, expires_at: expiresAt }), ['\u0000hash', -1, -2, -3, -4])
 
 export async function insertToken(trx: Trx, userId: number, sessionId: number, hash: string, now: number, expiresAt: number): Promise<void> {
-  await trx.insertInto('tokens').values({ token_hash: hash, user_id: userId, session_id: sessionId, created_at: now, expires_at: expiresAt }).execute()
+  await insertTokenRow(trx, hash, userId, sessionId, now, expiresAt)
 }
 
 /**
@@ -111,10 +124,13 @@ export async function deleteToken(db: Db | Trx, hash: string): Promise<void> {
  * refresh and such a change are serialised, and a token is issued only against the state the change left. The user
  * as answers show it, with its password hash.
  */
-export function lockCredentials(trx: Trx, userId: number): Promise<(UserRow & { password_hash: string }) | undefined> {
-  let q = selectUsers(trx).select('users.password_hash').where('users.id', '=', userId)
-  if (locksRows(trx)) q = q.forUpdate()
-  return q.executeTakeFirst()
+const credentialsLocked = reusable((db, userId: number) => {
+  const q = selectUsers(db).select('users.password_hash').where('users.id', '=', userId)
+  return locksRows(db) ? q.forUpdate() : q
+}, [-1])
+
+export async function lockCredentials(trx: Trx, userId: number): Promise<(UserRow & { password_hash: string }) | undefined> {
+  return (await credentialsLocked(trx, userId)).rows[0]
 }
 
 /** Where a sign-in code may sign in: a primary or verified address, with its user. */

@@ -1,0 +1,123 @@
+// The reference for the write scenarios: a bare node:http server with mysql2 (prepared statements, as Roster's driver
+// sends them) doing the same durable work as Roster on Roster's own tables, with nothing else: no framework, no
+// validation, no logging, no limits. Its tokens are Roster's and Roster's are its own.
+// - POST /auth/tokens (a refresh): find the refresh token with its session and lock it, spend it, renew the session,
+//   insert the new access and refresh tokens, commit: 7 round trips.
+// - PUT /users/{id}/name: find the caller by its token (the self-read's query), then lock the user, write the name,
+//   insert the user.updated event, commit: 6 round trips.
+import { createHash, randomBytes } from 'node:crypto'
+import http from 'node:http'
+import { createPool } from 'mysql2/promise'
+import { bearerHash, SELF_READ_SQL, selfReadBody } from './baseline-server.mjs'
+
+const pool = createPool({ uri: process.env.MYSQL_URL, connectionLimit: Number(process.env.POOL_SIZE ?? 10) })
+const ACCESS_TTL_MS = 3_600_000
+const REFRESH_TTL_MS = 30 * 86_400_000
+
+const newToken = () => {
+  const token = randomBytes(32).toString('base64url')
+  return { token, hash: createHash('sha256').update(token).digest('hex') }
+}
+
+function send(res, status, body, headers = {}) {
+  const payload = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload), ...headers })
+  res.end(payload)
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = []
+    req.on('data', (c) => chunks.push(c))
+    req.on('end', () => {
+      try { resolve(JSON.parse(Buffer.concat(chunks).toString('utf8'))) } catch (err) { reject(err) }
+    })
+    req.on('error', reject)
+  })
+}
+
+/** Runs `work` in a transaction on one pooled connection. */
+async function transaction(work) {
+  const conn = await pool.getConnection()
+  try {
+    await conn.query('begin')
+    const result = await work(conn)
+    await conn.query(result === undefined ? 'rollback' : 'commit')
+    return result
+  } catch (err) {
+    await conn.query('rollback').catch(() => {})
+    throw err
+  } finally {
+    conn.release()
+  }
+}
+
+async function refresh(body) {
+  if (body.grant_type !== 'refresh_token' || typeof body.refresh_token !== 'string') return undefined
+  const hash = createHash('sha256').update(body.refresh_token).digest('hex')
+  return transaction(async (conn) => {
+    const now = Date.now()
+    const [rows] = await conn.execute(
+      'select refresh_tokens.id, refresh_tokens.used_at, refresh_tokens.expires_at, sessions.id as session_id, sessions.user_id, ' +
+      'sessions.ends_at from refresh_tokens inner join sessions on sessions.id = refresh_tokens.session_id ' +
+      'where refresh_tokens.token_hash = ? for update', [hash])
+    const row = rows[0]
+    if (!row || row.used_at !== null || row.expires_at <= now) return undefined
+    await conn.execute('update refresh_tokens set used_at = ? where id = ? and used_at is null', [now, row.id])
+    const expiresAt = Math.min(now + REFRESH_TTL_MS, row.ends_at)
+    await conn.execute('update sessions set last_used_at = ?, expires_at = ? where id = ?', [now, expiresAt, row.session_id])
+    const access = newToken()
+    const next = newToken()
+    const accessExpires = Math.min(now + ACCESS_TTL_MS, expiresAt)
+    await conn.execute('insert into tokens (token_hash, user_id, session_id, created_at, expires_at) values (?, ?, ?, ?, ?)',
+      [access.hash, row.user_id, row.session_id, now, accessExpires])
+    await conn.execute('insert into refresh_tokens (token_hash, session_id, created_at, expires_at, used_at) values (?, ?, ?, ?, null)',
+      [next.hash, row.session_id, now, expiresAt])
+    return {
+      token: access.token, token_type: 'Bearer', expires_in: Math.round((accessExpires - now) / 1000), refresh_token: next.token,
+      refresh_expires_in: Math.round((expiresAt - now) / 1000), session: { id: row.session_id }
+    }
+  })
+}
+
+async function rename(id, hash, body) {
+  if (typeof body.name !== 'string') return undefined
+  const [found] = await pool.execute(SELF_READ_SQL, [hash, Date.now(), 'ACTIVE'])
+  if (!found[0] || found[0].id !== id) return undefined
+  return transaction(async (conn) => {
+    const now = Date.now()
+    const [rows] = await conn.execute(
+      'select users.id, users.name, emails.address as email, users.status, users.role, users.version, users.created_at, users.updated_at ' +
+      'from users left join emails on emails.primary_user_id = users.id where users.id = ? for update', [id])
+    const before = rows[0]
+    if (!before) return undefined
+    await conn.execute('update users set name = ?, name_search = ?, version = version + 1, updated_at = ? where id = ?',
+      [body.name, body.name.normalize('NFC').toLowerCase(), now, id])
+    const after = { ...before, name: body.name, version: before.version + 1, updated_at: now }
+    await conn.execute(
+      'insert into events (public_id, type, user_id, actor_type, actor_id, request_id, data, previous, occurred_at, position) values (?, ?, ?, ?, ?, ?, ?, ?, ?, null)',
+      [`evt_${randomBytes(13).toString('hex')}`, 'user.updated', id, 'user', id, null, JSON.stringify(selfReadBody(after)), JSON.stringify({ name: before.name }), now])
+    return after
+  })
+}
+
+http.createServer((req, res) => {
+  const failed = (err) => send(res, 500, { code: 'INTERNAL', detail: String(err?.message ?? err) })
+  const refused = () => send(res, 401, { code: 'UNAUTHENTICATED' })
+  try {
+    if (req.method === 'GET' && req.url === '/') return send(res, 200, { ok: true })
+    if (req.method === 'POST' && req.url === '/auth/tokens') {
+      return readBody(req).then(refresh).then((issued) => (issued ? send(res, 201, issued) : refused()), failed)
+    }
+    const m = /^\/users\/([1-9][0-9]*)\/name$/.exec(req.url ?? '')
+    const hash = bearerHash(req.headers.authorization)
+    if (req.method === 'PUT' && m && hash) {
+      const id = Number(m[1])
+      return readBody(req).then((body) => rename(id, hash, body))
+        .then((u) => (u ? send(res, 200, selfReadBody(u), { etag: `"v${u.version}"` }) : refused()), failed)
+    }
+    return send(res, 404, { code: 'NOT_FOUND' })
+  } catch (err) {
+    failed(err)
+  }
+}).listen(Number(process.env.PORT), '127.0.0.1', () => process.send?.('ready'))
