@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The test command: typecheck, lint and build side by side, then the whole tap suite on the embedded SQLite and on
 // MySQL/MariaDB, the two legs side by side (each runs its files two at a time; much of a leg's time is spent waiting
-// on deadlines and child processes, which the other leg's files fill).
+// on deadlines and child processes, which the other leg's files fill), then, alone, the timing measurements on each
+// engine and the browser test of /docs on SQLite.
 // MySQL comes from TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306); the suite creates and drops its own
 // databases there. When it is unreachable that leg is skipped with a notice, or fails when REQUIRE_MYSQL=1.
 // Prints one line per test file as it finishes, the details of each failure, and ends with one line:
@@ -111,8 +112,15 @@ else if (requireMysql) {
 const TAP = ['--no-install', 'tap', '--reporter=tap', '--disable-coverage', '--allow-empty-coverage']
 /** Measurements of time (test/timing/): run after the legs, one engine at a time, with nothing else running. */
 const TIMING = 'test/timing'
+/**
+ * The page in a real browser (test/browser/): after the legs, alone, on the first engine only. Chromium takes both
+ * cores while it renders: beside the legs it starved their black-box tests of their deadlines, and what it tests (the
+ * /docs page) is the same on either engine.
+ */
+const BROWSER = 'test/browser'
 const positional = extraArgs.filter((arg) => !arg.startsWith('-'))
 const timingToo = positional.length === 0 || positional.some((arg) => arg.startsWith(TIMING))
+const browserToo = positional.length === 0 || positional.some((arg) => arg.startsWith(BROWSER))
 
 async function runLeg(leg, args, label) {
   const res = await run('npx', [...TAP, ...args], leg.env,
@@ -127,7 +135,7 @@ const built = await run('npx', ['--no-install', 'tap', 'build'], {})
 if (built.code !== 0) { console.log('# tap build failed'); totals.failed++; exitCode = 1 }
 
 console.log(`\n# ===== suite on ${legs.map((leg) => leg.name).join(' and ')} =====`)
-const runs = await Promise.all(legs.map((leg) => runLeg(leg, [`--exclude=${TIMING}/**`, '--exclude=**/fixtures/**', ...extraArgs], leg.name)))
+const runs = await Promise.all(legs.map((leg) => runLeg(leg, [`--exclude=${TIMING}/**`, `--exclude=${BROWSER}/**`, '--exclude=**/fixtures/**', ...extraArgs], leg.name)))
 const labels = legs.map((leg) => leg.name)
 if (timingToo) {
   console.log(`\n# ===== ${TIMING}, alone, on ${labels.join(' then ')} =====`)
@@ -135,6 +143,11 @@ if (timingToo) {
     labels.push(`${leg.name}-timing`)
     runs.push(await runLeg(leg, readdirSync(TIMING).filter((f) => f.endsWith('.test.ts')).map((f) => `${TIMING}/${f}`), `${leg.name}-timing`))
   }
+}
+if (browserToo) {
+  console.log(`\n# ===== ${BROWSER}, alone, on ${legs[0].name} =====`)
+  labels.push('browser')
+  runs.push(await runLeg(legs[0], readdirSync(BROWSER).filter((f) => f.endsWith('.test.ts')).map((f) => `${BROWSER}/${f}`), 'browser'))
 }
 labels.forEach((label, i) => {
   const res = runs[i]

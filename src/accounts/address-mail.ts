@@ -143,16 +143,14 @@ export class AddressMail {
   }
 
   /**
-   * Tells a former primary address which address is primary now. When the former one was verified, the mail
-   * carries a revert (a token and a 6-digit code, EMAIL_REVERT_TTL_SECONDS) that makes it the primary again: its
-   * owner can take back a change made by someone holding a session. An address never verified gets the notice
-   * alone: its owner never proved it, and a revert would hand the account to whoever reads it.
+   * Tells a former primary address which address is primary now, with a revert (a token and a 6-digit code,
+   * EMAIL_REVERT_TTL_SECONDS) that makes it the primary again: its owner can take back a change made by someone
+   * holding a session. Only a verified former primary is mailed: one never verified was never shown to be the user's,
+   * a revert would hand the account to whoever reads it, and a notice would let anyone mail any address by replacing
+   * their primary with it, back and forth.
    */
   async primaryChanged(trx: Trx, former: { user_id: number; address: string; verified_at: number | null }, primary: string, now: number): Promise<void> {
-    if (former.verified_at === null) {
-      await enqueueMail(trx, { kind: 'primary-changed', to: former.address, data: { address: former.address, primary } }, now)
-      return
-    }
+    if (former.verified_at === null) return
     const { token, hash } = newToken()
     const codes = this.options.codes
     const code = codes.newCode()

@@ -111,7 +111,7 @@ const emailWrites: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'updateUserEmail', tags, consumes: FORM_TYPES, summary: 'Change one address of a user in place, or make it primary',
-      description: 'A new `address` (same id) is unverified and mailed a verification token. `primary: true` makes a verified address the primary (409 EMAIL_UNVERIFIED otherwise); the former primary stays as a secondary address and is told by mail, with a token and a code that take the change back (`POST /auth/email-reverts`) when it was verified.',
+      description: 'A new `address` (same id) is unverified and mailed a verification token. `primary: true` makes a verified address the primary (409 EMAIL_UNVERIFIED otherwise); the former primary stays as a secondary address; if it was verified, it is mailed a token and a code that take the change back (`POST /auth/email-reverts`).',
       params: EmailParams, headers: IfMatch, body: ref(EmailChange),
       response: { 200: ref(Email), ...problems(400, 401, [404, 'USER_NOT_FOUND', 'EMAIL_NOT_FOUND'], [409, 'EMAIL_TAKEN', 'EMAIL_UNVERIFIED'], 412, 413, 415) }
     },

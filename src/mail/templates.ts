@@ -18,8 +18,8 @@ const RevertData = Type.Object({ token: Type.String(), link: Type.Union([Type.St
  * when it is delivered, so the templates below are the one place a mail's words live.
  * - verify-address: a new or replaced address, or a resend: prove you read mail sent here;
  * - password-reset: a password reset asked for this address;
- * - primary-changed: sent to the former primary address when another address of the user became primary or the
- *   primary was replaced; with a revert (token and code) when the former one was verified;
+ * - primary-changed: sent to a verified former primary address when another address of the user became primary or
+ *   the primary was replaced, with a revert (token and code); without one in mails written before reverts existed;
  * - signin-code: a code that signs in, asked for this address.
  */
 const MailSchema = Type.Union([
@@ -27,7 +27,7 @@ const MailSchema = Type.Union([
   Type.Object({ kind: Type.Literal('password-reset'), to: Type.String(), data: TokenData }),
   Type.Object({
     kind: Type.Literal('primary-changed'), to: Type.String(),
-    // A verified former primary is mailed a revert; one never verified, the notice alone.
+    // Mailed with a revert; mails written before reverts existed have none.
     data: Type.Object({ address: Type.String(), primary: Type.String(), revert: Type.Optional(RevertData) })
   }),
   Type.Object({ kind: Type.Literal('signin-code'), to: Type.String(), data: CodeData })

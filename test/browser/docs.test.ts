@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs'
 import puppeteer, { type Page } from 'puppeteer-core'
 import t from 'tap'
-import { startBuilt } from './service.js'
+import { startBuilt } from '../blackbox/service.js'
 
 /**
  * The /docs page in a real headless browser (Debian's chromium), against the built service as `npm start` runs it: a
