@@ -1,8 +1,4 @@
-import { FastifyOtelInstrumentation } from '@fastify/otel'
 import { context, propagation, trace } from '@opentelemetry/api'
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
-import { resourceFromAttributes } from '@opentelemetry/resources'
-import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { useTracer } from './spans.js'
@@ -11,12 +7,16 @@ import { useTracer } from './spans.js'
  * OpenTelemetry traces, when OTEL_EXPORTER_OTLP_ENDPOINT is set: a span per request (Fastify's own instrumentation,
  * `@fastify/otel`, with the route template and the request id), its handler's, and as their children the database
  * statements, SMTP sends and webhook posts (spans.ts), batched to the endpoint over OTLP/HTTP. A `traceparent` sent by
- * the client is continued. Unset, nothing is registered and nothing is made. The spans still batched are sent at
- * close.
+ * the client is continued. Unset, nothing is registered and nothing is made, and the SDK is not even loaded (it
+ * takes about 360 ms to load, and its instrumentation package installs module hooks). The spans still batched are
+ * sent at close.
  */
 async function tracing(app: FastifyInstance): Promise<void> {
   const endpoint = app.config.OTEL_EXPORTER_OTLP_ENDPOINT
   if (!endpoint) return
+  const [{ FastifyOtelInstrumentation }, { OTLPTraceExporter }, { resourceFromAttributes }, { BatchSpanProcessor, NodeTracerProvider }] = await Promise.all([
+    import('@fastify/otel'), import('@opentelemetry/exporter-trace-otlp-http'), import('@opentelemetry/resources'), import('@opentelemetry/sdk-trace-node')
+  ])
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({ 'service.name': app.config.OTEL_SERVICE_NAME }),
     spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter({ url: `${endpoint.replace(/\/+$/, '')}/v1/traces` }))]
