@@ -115,3 +115,13 @@ export function tokenIn(mail: { text: string }): string {
   if (!match) throw new Error(`no token in the mail: ${mail.text}`)
   return match[1]!
 }
+
+/** The code of a mail: six digits on a line of their own, where phones look for it. */
+export function codeIn(mail: { text: string }): string {
+  const match = /^([0-9]{6})$/m.exec(mail.text)
+  if (!match) throw new Error(`no code on a line of its own in: ${mail.text}`)
+  return match[1]!
+}
+
+/** A code that is not `code`: the `n`-th after it. */
+export const otherCode = (code: string, n = 1) => String((Number(code) + n) % 1_000_000).padStart(6, '0')

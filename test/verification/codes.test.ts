@@ -1,19 +1,9 @@
 import t from 'tap'
 import type { App } from '../../src/app.js'
 import { assertProblem, bearer, build, newUser, session } from '../helpers.js'
-import { TestSmtp, tokenIn, type Received } from '../mail/smtp.js'
+import { codeIn, otherCode as other, TestSmtp, tokenIn } from '../mail/smtp.js'
 
 const FAST = { mail: { pollMs: 50 } }
-
-/** The code of a mail: six digits on a line of their own, where phones look for it. */
-function codeIn(mail: Received): string {
-  const match = /^([0-9]{6})$/m.exec(mail.text)
-  if (!match) throw new Error(`no code on a line of its own in: ${mail.text}`)
-  return match[1]!
-}
-
-/** A code that is not `code`. */
-const other = (code: string, n = 1) => String((Number(code) + n) % 1_000_000).padStart(6, '0')
 
 const tries = async (app: App, purpose: 'verify' | 'reset' | 'signin') =>
   (await app.db.selectFrom('email_tokens').select(['code_tries']).where('purpose', '=', purpose).execute()).map((r) => r.code_tries)

@@ -1,17 +1,9 @@
 import t from 'tap'
 import type { App } from '../../src/app.js'
 import { adminUser, assertProblem, build, markVerified, newUser, type TestUser } from '../helpers.js'
-import { TestSmtp, tokenIn, type Received } from '../mail/smtp.js'
+import { codeIn, otherCode as other, TestSmtp, tokenIn } from '../mail/smtp.js'
 
 const FAST = { mail: { pollMs: 50 } }
-
-function codeIn(mail: Received): string {
-  const match = /^([0-9]{6})$/m.exec(mail.text)
-  if (!match) throw new Error(`no code on a line of its own in: ${mail.text}`)
-  return match[1]!
-}
-
-const other = (code: string, n = 1) => String((Number(code) + n) % 1_000_000).padStart(6, '0')
 
 interface Address { id: number; address: string; primary: boolean; verified: boolean }
 
