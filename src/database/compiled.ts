@@ -2,54 +2,57 @@ import { CompiledQuery, type Compilable, type InferResult, type QueryResult } fr
 import type { Db, DirectRead, Trx } from './index.js'
 
 /**
+ * A statement compiled once, with the places of its values: built with one distinct marker per value, each marker
+ * must come out as exactly one parameter, whose position then takes the value on every run.
+ */
+class Template<A extends unknown[]> {
+  readonly sql: string
+  private readonly parameters: unknown[]
+  private readonly positions: number[]
+
+  constructor(query: Compilable<unknown>, markers: A) {
+    const compiled = query.compile()
+    this.sql = compiled.sql
+    this.parameters = [...compiled.parameters]
+    this.positions = markers.map((marker) => {
+      const at = this.parameters.indexOf(marker)
+      if (at < 0 || this.parameters.indexOf(marker, at + 1) >= 0) throw new Error(`compiled statement: marker ${String(marker)} must be one parameter of the query`)
+      return at
+    })
+  }
+
+  /** The parameters of one run, the values in the markers' places. */
+  fill(values: A): unknown[] {
+    const parameters = this.parameters.slice()
+    for (let i = 0; i < this.positions.length; i++) parameters[this.positions[i]!] = values[i]
+    return parameters
+  }
+}
+
+/**
  * A query built and compiled once, then run many times with new values through the database's direct read, for the
- * statement every authenticated request runs. It is built with one distinct marker per value; each marker must come
- * out as exactly one parameter, whose position then takes the value on every run. The rows are typed by the query.
+ * statement every authenticated request runs. The rows are typed by the query.
  */
 export function compiledOnce<A extends unknown[], Q extends Compilable<unknown>>(
   read: DirectRead, build: (...values: A) => Q, markers: A
 ): (...values: A) => Promise<InferResult<Q>> {
-  const compiled = build(...markers).compile()
-  const template = [...compiled.parameters]
-  const positions = markers.map((marker) => {
-    const at = template.indexOf(marker)
-    if (at < 0 || template.indexOf(marker, at + 1) >= 0) throw new Error(`compiledOnce: marker ${String(marker)} must be one parameter of the query`)
-    return at
-  })
-  return (...values) => {
-    const parameters = template.slice()
-    for (let i = 0; i < positions.length; i++) parameters[positions[i]!] = values[i]
-    return read<InferResult<Q>>(compiled.sql, parameters)
-  }
+  const template = new Template(build(...markers), markers)
+  return (...values) => read<InferResult<Q>>(template.sql, template.fill(values))
 }
-
-/** A statement compiled for one engine: its text, its parameters with the markers' places. */
-interface Template { sql: string; parameters: unknown[]; positions: number[] }
 
 /**
  * A statement of the hot path built and compiled once per engine, then run many times with new values on a handle
- * or a transaction (Kysely's builder and compiler cost tens of µs a statement; a write sends several). Built with
- * one distinct marker per value, as compiledOnce; the result is Kysely's, typed by the query.
+ * or a transaction (Kysely's builder and compiler cost tens of µs a statement; a write sends several). The result is
+ * Kysely's, typed by the query.
  */
 export function reusable<A extends unknown[], Q extends Compilable<unknown>>(
   build: (db: Db | Trx, ...values: A) => Q, markers: A
 ): (db: Db | Trx, ...values: A) => Promise<QueryResult<InferResult<Q>[number]>> {
-  const templates = new Map<unknown, Template>()
+  const templates = new Map<unknown, Template<A>>()
   return (db, ...values) => {
     const engine = db.getExecutor().adapter.constructor
     let template = templates.get(engine)
-    if (!template) {
-      const compiled = build(db, ...markers).compile()
-      const parameters = [...compiled.parameters]
-      const positions = markers.map((marker) => {
-        const at = parameters.indexOf(marker)
-        if (at < 0 || parameters.indexOf(marker, at + 1) >= 0) throw new Error(`reusable: marker ${String(marker)} must be one parameter of the query`)
-        return at
-      })
-      templates.set(engine, template = { sql: compiled.sql, parameters, positions })
-    }
-    const parameters = template.parameters.slice()
-    for (let i = 0; i < template.positions.length; i++) parameters[template.positions[i]!] = values[i]
-    return db.executeQuery<InferResult<Q>[number]>(CompiledQuery.raw(template.sql, parameters))
+    if (!template) templates.set(engine, template = new Template(build(db, ...markers), markers))
+    return db.executeQuery<InferResult<Q>[number]>(CompiledQuery.raw(template.sql, template.fill(values)))
   }
 }
