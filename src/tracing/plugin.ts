@@ -26,7 +26,13 @@ async function tracing(app: FastifyInstance): Promise<void> {
   const instrumentation = new FastifyOtelInstrumentation({
     // A span per request and per handler; hooks are not worth one each.
     instrumentHooks: false,
-    requestHook: (span, request) => { span.setAttribute('http.request.id', request.id) }
+    // The span is named by the route template, and `url.path` (the raw path and query, where an address can stand:
+    // /users/email/{email}, ?email=) is replaced by it: no client value leaves in a span.
+    requestHook: (span, request) => {
+      const route = request.routeOptions.url ?? 'unmatched route'
+      span.updateName(`${request.method} ${route}`)
+      span.setAttributes({ 'url.path': route, 'http.request.id': request.id })
+    }
   })
   instrumentation.setTracerProvider(provider)
   await app.register(instrumentation.plugin())

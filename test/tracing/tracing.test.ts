@@ -29,6 +29,9 @@ t.test('traces: a span per request with its route and request id, continuing the
   })
   t.equal(read.statusCode, 200)
   await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: user.headers, payload: { name: 'Traced' } })
+  // An address in the path and in the query.
+  t.equal((await app.inject({ method: 'GET', url: `/users/email/${encodeURIComponent(user.email)}`, headers: admin.headers })).statusCode, 200)
+  t.equal((await app.inject({ method: 'GET', url: `/users?email=${encodeURIComponent(user.email)}`, headers: admin.headers })).statusCode, 200)
   await until('the webhook delivery', () => receiver.received.length > 0)
   await app.close() // sends what is batched
 
@@ -40,6 +43,11 @@ t.test('traces: a span per request with its route and request id, continuing the
   t.equal(request.traceId, traceId, 'the caller\'s traceparent is continued')
   t.equal(request.parentSpanId, 'b7ad6b7169203331')
   t.equal(request.attributes['http.route'], '/users/:user_id', 'the route template, not the path')
+  t.equal(request.name, 'GET /users/:user_id', 'named by its method and route template')
+  t.equal(request.attributes['url.path'], '/users/:user_id', 'url.path holds the template too')
+  const leaked = spans.filter((s) => JSON.stringify(s.attributes).includes(user.email.split('@')[0]!))
+  t.same(leaked.map((s) => s.name), [], 'no span carries the address, sent in a path or a query')
+  t.ok(spans.some((s) => s.name === 'GET /users/email/:email'), 'the read by address was traced')
   const inTrace = spans.filter((s) => s.traceId === traceId)
   const statements = inTrace.filter((s) => s.attributes['db.system.name'] === (ENGINE === 'mysql' ? 'mysql' : 'sqlite'))
   t.ok(statements.length > 0, 'the request\'s database statements are spans of its trace')
