@@ -1,5 +1,6 @@
 import { createHmac, randomInt, timingSafeEqual } from 'node:crypto'
 import type { EmailTokenPurpose } from '../../db/types.js'
+import { addressLookupKey } from '../common/text.js'
 import type { Trx } from '../database/index.js'
 import type { Limits } from '../limits/limits.js'
 
@@ -51,11 +52,13 @@ export class EmailCodes {
 
   /**
    * Reserves a guess at an address's codes of one purpose before it is checked: at most CODE_FAILURES_PER_DAY
-   * wrong ones per day, however many come at once (429 past it, the guess unchecked).
+   * wrong ones per day, however many come at once (429 past it, the guess unchecked). Keyed by the address as given,
+   * and taken before it is looked up, so that an address nobody has reaches its 429 as a known one does: trying
+   * codes does not tell which addresses exist.
    */
-  async reserve(subject: CodeSubject, purpose: CodePurpose): Promise<CodeTry> {
+  async reserve(address: string, purpose: CodePurpose): Promise<CodeTry> {
     const taken = await this.limits.take([{
-      key: `code-fail:${purpose}:${subject}`, max: CODE_FAILURES_PER_DAY, windowMs: 86_400_000,
+      key: `code-fail:${purpose}:${addressLookupKey(address) ?? address}`, max: CODE_FAILURES_PER_DAY, windowMs: 86_400_000,
       detail: 'Too many wrong codes for this address today: use the link or token of the mail, or try again tomorrow'
     }], 'uncounted')
     return {

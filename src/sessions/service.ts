@@ -119,8 +119,8 @@ export class SessionsService {
     const started = Date.now()
     const target = await findSignInAddress(this.db, email)
     const attempt = await this.guard.attempt(target ? `u${target.user_id}` : `e${foldedKey(email)}`, client.address)
+    const guess = await this.codes.reserve(email, 'signin')
     if (!target) return failedCode(started, wrongCredentials())
-    const guess = await this.codes.reserve(target.id, 'signin')
     const outcome = await guess.checking(() => inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | 'banned'> => {
       const now = Date.now()
       const current = await lockCredentials(trx, target.user_id)

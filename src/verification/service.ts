@@ -203,9 +203,9 @@ export class VerificationService {
   ): Promise<T> {
     const started = Date.now()
     const attempt = await this.guard.attempt(null, client)
+    const guess = await this.codes.reserve(proof.email, purpose)
     const target = await findAddress(this.db, proof.email)
     if (!target) return failedCode(started, new InvalidToken())
-    const guess = await this.codes.reserve(target.id, purpose)
     const outcome = await guess.checking(async () => {
       const prepared = await prepare()
       return inTransaction(this.db, async (trx) => {
@@ -252,10 +252,10 @@ export class VerificationService {
   private async revertByCode(proof: { email: string; code: string }, client: string, cause: Cause): Promise<void> {
     const started = Date.now()
     const attempt = await this.guard.attempt(null, client)
+    const guess = await this.codes.reserve(proof.email, 'revert')
     const key = addressLookupKey(proof.email)
     const owners = key === undefined ? [] : [...new Set((await liveReverts(this.db, key, started, CODE_TRIES)).map((r) => r.user_id))]
     if (key === undefined || owners.length === 0) return failedCode(started, new InvalidToken())
-    const guess = await this.codes.reserve(key, 'revert')
     const wrong = await guess.checking(() => inTransaction(this.db, async (trx) => {
       for (const owner of owners) await this.lockOwner(trx, owner)
       const now = Date.now()

@@ -162,6 +162,14 @@ t.test('one code at a time: a new mail retires the last code; ten wrong codes a 
   code = await ask(6)
   assertProblem(t, await signIn(code), 429, 'RATE_LIMITED', 'past ten wrong codes in a day')
   t.equal((await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: user.password } })).statusCode, 201, 'the password still works')
+
+  // An address nobody has answers the same: ten wrong codes, then 429, so trying codes tells no address apart.
+  for (const [url, extra] of [['/auth/tokens', { grant_type: 'email_code' }], ['/auth/email-verifications', {}], ['/auth/email-reverts', {}]] as const) {
+    const answers = []
+    for (let i = 0; i < 11; i++) answers.push((await app.inject({ method: 'POST', url, payload: { ...extra, email: 'nobody.here@example.com', code: '123456' } })).statusCode)
+    t.same(answers.slice(10), [429], `${url}: an unknown address's eleventh wrong code is refused as a known one's`)
+    t.ok(answers.slice(0, 10).every((s) => s === 400 || s === 401), `${url}: the ten before are wrong codes`)
+  }
 })
 
 t.test('a code dies with its address\'s change, and when it expires', async (t) => {
