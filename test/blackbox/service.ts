@@ -145,7 +145,9 @@ export async function assertRecovered(
 }
 
 /** One exchange over a raw socket: everything the server sent until it closed, or until `waitMs` passed. */
-export function rawExchange(port: number, send: (socket: net.Socket) => void, waitMs = 5_000): Promise<{ answer: string; closed: boolean; error?: string }> {
+export function rawExchange(
+  port: number, send: (socket: net.Socket) => void, waitMs = 5_000, until?: (answer: string) => boolean
+): Promise<{ answer: string; closed: boolean; error?: string }> {
   return new Promise((resolve) => {
     let answer = ''
     let error: string | undefined
@@ -154,13 +156,28 @@ export function rawExchange(port: number, send: (socket: net.Socket) => void, wa
       socket.destroy()
       resolve({ answer, closed: false, error })
     }, waitMs)
-    socket.on('data', (d) => { answer += d.toString('latin1') })
+    socket.on('data', (d) => {
+      answer += d.toString('latin1')
+      if (until?.(answer)) {
+        clearTimeout(timer)
+        socket.destroy()
+        resolve({ answer, closed: false, error })
+      }
+    })
     socket.on('error', (err) => { error = (err as NodeJS.ErrnoException).code ?? err.message })
     socket.on('close', () => {
       clearTimeout(timer)
       resolve({ answer, closed: true, error })
     })
   })
+}
+
+/** Whether a raw answer holds one whole response: its head and as many bytes of body as it declares. */
+export function wholeAnswer(answer: string): boolean {
+  const end = answer.indexOf('\r\n\r\n')
+  if (end < 0) return false
+  const length = /\r\ncontent-length: *(\d+)/i.exec(answer.slice(0, end))
+  return length !== null && answer.length - end - 4 >= Number(length[1])
 }
 
 /** The status line's code of a raw answer (0 when none came). */
