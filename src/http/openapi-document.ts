@@ -37,18 +37,11 @@ const header = (name: string) => ({ $ref: `#/components/headers/${name}` })
 const VERSIONED = new Set(['#/components/schemas/User', '#/components/schemas/Email'])
 
 /**
- * Parameters whose example a documentation page must not put in its "try it" fields: an id in the path (user 42 is
- * somebody else, or nobody), a header (an ETag of another resource; one Idempotency-Key shared by every reader,
- * whose second POST is 422 IDEMPOTENCY_KEY_REUSED) and a paging cursor (an example is no valid cursor). Their
- * descriptions say what goes there.
+ * No parameter carries an example a documentation page would put in its "try it" field: an id in the path (user 42
+ * is somebody else, or nobody), a header (an ETag of another resource; one Idempotency-Key shared by every reader,
+ * whose second POST is 422 IDEMPOTENCY_KEY_REUSED), a paging cursor (an example is no valid cursor) or a query
+ * filter (`?id=1&id=5&email=ada@example.com` lists nobody the reader knows). Their descriptions say what goes there.
  */
-/** The query parameters that carry a place in a collection: `cursor`, or `after` (an event id) in the feeds. */
-const PAGE_CURSORS = ['cursor', 'after']
-
-function prefillsHarm(parameter: Parameter): boolean {
-  return parameter.in === 'path' || parameter.in === 'header' || PAGE_CURSORS.includes(parameter.name)
-}
-
 function withoutExamples(parameter: Parameter): void {
   delete parameter.example
   delete parameter.examples
@@ -127,7 +120,7 @@ export function completeDocument(doc: Document, options: DocumentOptions = { for
       if (isReference(parameter)) continue
       const spelled = parameter.in === 'header' ? HEADER_NAMES[parameter.name] : undefined
       if (spelled) parameter.name = spelled
-      if (prefillsHarm(parameter)) withoutExamples(parameter)
+      withoutExamples(parameter)
       // A parameter whose schema is a named component (a status) loses its own description on the way here:
       // it says which component it takes, and what that component says.
       const named = /^#\/components\/schemas\/(\w+)$/.exec(refOf(parameter.schema))?.[1]

@@ -4,11 +4,16 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { sharedSchemas } from '../../schemas/index.js'
 import { DOCS_ICON, DOCS_LOGO } from './docs-brand.js'
+import { DOCS_CSS, DOCS_SCRIPT } from './docs-script.js'
 import { asOpenApi30 } from './openapi-30.js'
 import { completeDocument, isOpenApi31, withWebhooks } from './openapi-document.js'
 import { GUIDE, serviceVersion } from './openapi-guide.js'
 
 export const DOCS_PREFIX = '/docs'
+
+/** What the docs page's plugins find on its `window`: Swagger UI's bundle and the theme script's plugin. */
+type UiPlugin = (system: unknown) => object
+interface BrowserGlobals { SwaggerUIBundle: { plugins: { DownloadUrl: UiPlugin } }; rosterDocs: UiPlugin }
 
 /**
  * The OpenAPI 3.1 document, built from the route schemas: shared schemas become named components (by `$id`),
@@ -70,7 +75,17 @@ async function openapi(app: FastifyInstance): Promise<void> {
     logo: { type: 'image/svg+xml', content: DOCS_LOGO, href: DOCS_PREFIX, target: '_self' },
     theme: {
       title: `Roster ${version}: API documentation`,
-      favicon: [{ filename: 'roster.svg', rel: 'icon', type: 'image/svg+xml', sizes: 'any', content: DOCS_ICON }]
+      favicon: [{ filename: 'roster.svg', rel: 'icon', type: 'image/svg+xml', sizes: 'any', content: DOCS_ICON }],
+      js: [{ filename: 'roster-docs.js', content: DOCS_SCRIPT }],
+      css: [{ filename: 'roster-docs.css', content: DOCS_CSS }]
+    },
+    // The page's configuration is written out as script: each plugin is a function read by its text, so each reaches
+    // what it needs through the page's globals (the bundle's own download plugin, then the theme script's).
+    uiConfig: {
+      plugins: [
+        (system) => (globalThis as unknown as BrowserGlobals).SwaggerUIBundle.plugins.DownloadUrl(system),
+        (system) => (globalThis as unknown as BrowserGlobals).rosterDocs(system)
+      ]
     }
   })
 

@@ -5,11 +5,19 @@ import { startBuilt } from '../blackbox/service.js'
 
 /**
  * The /docs page in a real headless browser (Debian's chromium), against the built service as `npm start` runs it: a
- * newcomer signs up, logs in, authorizes and reads themself through the page's "Try it out", from `127.0.0.1` and
- * from `localhost` alike (the document's server is relative, so neither is a CORS failure), with no field
- * pre-filled that would make the next request fail.
+ * newcomer signs up, logs in, authorizes, reads themself and lists users through the page's "Try it out", from
+ * `127.0.0.1` and from `localhost` alike (the document's server is relative, so neither is a CORS failure), with no
+ * field pre-filled that would make the next request fail; and each long operation, opened, fits in two screens.
  */
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].find((path) => existsSync(path))
+
+/** The screen the page is read on: a laptop's. */
+const SCREEN = { width: 1280, height: 900 }
+
+/** The operations named when each was three to six screens long, and the longest since. */
+const LONGEST: Array<[string, string]> = [
+  ['users', 'getUser'], ['users', 'createUser'], ['auth', 'createToken'], ['users', 'listUsers'], ['emails', 'setUserPrimaryEmail']
+]
 
 /** The operation's block, opened with "Try it out" pressed. */
 async function tryOut(page: Page, tag: string, operationId: string): Promise<string> {
@@ -58,6 +66,7 @@ t.test('through /docs in a browser, from 127.0.0.1 and from localhost: sign up, 
 
   for (const host of ['127.0.0.1', 'localhost']) {
     const page = await browser.newPage()
+    await page.setViewport(SCREEN)
     page.on('pageerror', (err) => problems.push(`${host}: ${String(err)}`))
     page.on('requestfailed', (request) => problems.push(`${host}: ${request.method()} ${request.url()} failed (${request.failure()?.errorText ?? '?'})`))
     await page.goto(`http://${host}:${service.port}/docs`, { waitUntil: 'load' })
@@ -89,8 +98,41 @@ t.test('through /docs in a browser, from 127.0.0.1 and from localhost: sign up, 
     const self = await execute(page, read)
     t.equal(self.status, 200, `${host}: read self (${self.body.slice(0, 200)})`)
     t.match(self.body, email, `${host}: the page shows the user`)
+
+    // No filter is pre-filled either: listing users as this user finds this user.
+    const list = await tryOut(page, 'users', 'listUsers')
+    const filled = await page.$$eval(`${list} table.parameters tbody > tr`, (rows) => rows.flatMap((row) =>
+      [...row.querySelectorAll('input')].filter((input) => input.value !== '').map((input) => `${row.getAttribute('data-param-name') ?? '?'}=${input.value}`)))
+    t.same(filled.filter((field) => !field.startsWith('limit=')), [], `${host}: no filter pre-filled (${filled.join(', ')})`)
+    const listed = await execute(page, list)
+    t.equal(listed.status, 200, `${host}: listed users`)
+    t.match(listed.body, email, `${host}: and found the user`)
     await page.close()
   }
+
+  // Each operation opened fits in two screens: an error response is one line until it is unfolded, headers are folded.
+  const page = await browser.newPage()
+  await page.setViewport(SCREEN)
+  await page.goto(`http://127.0.0.1:${service.port}/docs`, { waitUntil: 'load' })
+  for (const [tag, operationId] of LONGEST) {
+    const block = `#operations-${tag}-${operationId}`
+    await page.waitForSelector(`${block} .opblock-summary`)
+    await page.click(`${block} .opblock-summary`)
+    await page.waitForSelector(`${block} .responses-wrapper`)
+    const height = await page.$eval(block, (el) => Math.round(el.getBoundingClientRect().height))
+    t.ok(height <= 2 * SCREEN.height, `${operationId}: ${height} px open, within two screens of ${SCREEN.height} px`)
+    if (operationId !== 'createUser') continue
+    // What is folded is one click away: the 409's example and schema, and its headers.
+    const conflict = `${block} tr.response[data-code="409"]`
+    t.equal(await page.$eval(conflict, (el) => el.querySelector('.model-example') === null), true, 'a 409 is one line')
+    await page.click(`${conflict} .roster-unfold`)
+    await page.waitForSelector(`${conflict} .model-example`)
+    t.match(await page.$eval(`${conflict} .model-example`, (el) => el.textContent ?? ''), 'EMAIL_TAKEN', 'unfolded, it shows its example')
+    t.match(await page.$eval(`${conflict} details.roster-headers > summary`, (el) => el.textContent ?? ''), /^Headers \(\d+\)$/, 'and its headers, folded')
+    await page.click(`${conflict} details.roster-headers > summary`)
+    t.match(await page.$eval(`${conflict} details.roster-headers table`, (el) => (el as unknown as { innerText: string }).innerText), 'RateLimit-Policy', 'a click away')
+  }
+  await page.close()
   t.same(problems, [], 'no script error and no failed request on either host')
   t.ok(service.running(), 'the same process is still running')
 })

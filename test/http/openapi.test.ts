@@ -115,9 +115,8 @@ t.test('the served document', async (t) => {
       for (const p of op.parameters ?? []) {
         t.ok(p.description ?? p.schema?.description, `${name}: parameter ${p.name} described`)
         const example = p.example !== undefined || p.examples || p.schema?.examples || p.schema?.example !== undefined
-        // A page's "try it" fills its fields with examples: ids, headers and cursors get none (openapi-document.ts).
-        if (p.in === 'path' || p.in === 'header' || p.name === 'cursor' || p.name === 'after') t.notOk(example, `${name}: parameter ${p.name} has no example to pre-fill`)
-        else t.ok(example || p.schema?.enum || p.schema?.$ref, `${name}: parameter ${p.name} has an example`)
+        // A page's "try it" fills its fields with examples: no parameter has one (openapi-document.ts).
+        t.notOk(example, `${name}: parameter ${p.name} has no example to pre-fill`)
       }
       for (const p of op.parameters ?? []) {
         if (p.in === 'header') t.match(p.name, /^[A-Z][a-z]*(-[A-Z][a-z]*)*$/, `${name}: header ${p.name} written as HTTP writes it`)
@@ -202,6 +201,16 @@ t.test('the served document', async (t) => {
   const initializer = (await app.inject('/docs/static/swagger-initializer.js')).body
   const logo = /img\.src = 'data:image\/svg\+xml;base64,([^']+)'/.exec(initializer)?.[1] ?? ''
   t.match(Buffer.from(logo, 'base64').toString('utf8'), /aria-label="Roster"/, 'the framework\'s logo is replaced by the product\'s')
+  // The page's own plugin (folded error responses and headers): its script is served, and the configuration, written
+  // out as script, calls it by the name the script gives it, with nothing of the server's module around it.
+  t.match(page.body, /<script src="\/docs\/static\/theme\/roster-docs\.js"/, 'the page loads its plugin')
+  const script = await app.inject('/docs/static/theme/roster-docs.js')
+  t.equal(script.statusCode, 200)
+  t.match(script.body, 'window.rosterDocs = rosterDocs', 'which names itself on the page')
+  const plugins = /"plugins":\[(.*?)\]\s*\}/s.exec(initializer)?.[1] ?? ''
+  t.match(plugins, /\.rosterDocs\(system\)/, 'the configuration calls it')
+  t.match(plugins, /\.DownloadUrl\(system\)/, 'beside the bundle\'s own download plugin')
+  t.notMatch(plugins, /__name|require\(|import\b/, 'each plugin stands alone in the page')
 })
 
 interface FlowResult {
