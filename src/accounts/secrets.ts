@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
+import { availableParallelism } from 'node:os'
 import { hash, verify } from '@node-rs/argon2'
+import pLimit from 'p-limit'
 
 /** What one argon2id hash costs: memory in KiB and passes over it (one lane). */
 export interface HashCost {
@@ -19,6 +21,13 @@ export function meetsOwasp(cost: HashCost): boolean {
 }
 
 /**
+ * Hashes under way at once in this process: one a core, the rest wait their turn. Each holds its whole memory cost
+ * (19 MiB by default) until it ends and takes a core throughout, so more at once would not end sooner: they would
+ * only hold more memory, and take all four of libuv's threads from the file system and name lookups.
+ */
+const hashing = pLimit(availableParallelism())
+
+/**
  * Password hashes (argon2id) at a configured cost. A stored hash names the cost it was made with, so a hash made at
  * another cost still verifies.
  */
@@ -32,7 +41,7 @@ export class Passwords {
   }
 
   hash(password: string): Promise<string> {
-    return hash(password, this.options)
+    return hashing(() => hash(password, this.options))
   }
 
   /**
@@ -42,7 +51,7 @@ export class Passwords {
   async verify(stored: string | undefined, password: string): Promise<boolean> {
     this.dummy ??= this.hash(randomBytes(16).toString('hex'))
     const target = stored ?? (await this.dummy)
-    const ok = await verify(target, password).catch(() => false)
+    const ok = await hashing(() => verify(target, password)).catch(() => false)
     return ok && stored !== undefined
   }
 }

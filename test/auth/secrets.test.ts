@@ -19,3 +19,26 @@ t.test('an unknown address is verified against a dummy hash, as a known one is a
   t.equal(await passwords.verify(undefined, 'right'), false, 'no user: refused even when the dummy hash would match')
   t.same(verified, ['$stored-hash', '$stored-hash', '$dummy-hash', '$dummy-hash'], 'every call costs one argon2 verification')
 })
+
+t.test('hashes run one a core at once, the rest waiting their turn, and every one ends', async (t) => {
+  let running = 0
+  let most = 0
+  const held = async <T>(value: T): Promise<T> => {
+    most = Math.max(most, ++running)
+    await new Promise((resolve) => setImmediate(resolve))
+    running--
+    return value
+  }
+  const secrets = await t.mockImport<typeof Secrets>('../../src/accounts/secrets.js', {
+    'node:os': { availableParallelism: () => 2 },
+    '@node-rs/argon2': {
+      hash: (password: string) => held(`$hash-of-${password}`),
+      verify: (stored: string, password: string) => held(stored === `$hash-of-${password}`)
+    }
+  })
+  const passwords = new secrets.Passwords()
+  const hashes = await Promise.all(Array.from({ length: 8 }, (_, i) => passwords.hash(`p${i}`)))
+  const checks = await Promise.all(hashes.map((stored, i) => passwords.verify(stored, i % 2 ? `p${i}` : 'wrong')))
+  t.equal(most, 2, 'never more at once than the cores (2 here)')
+  t.same(checks, [false, true, false, true, false, true, false, true], 'and each verification answers for its own hash')
+})
