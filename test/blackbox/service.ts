@@ -144,7 +144,7 @@ export async function assertRecovered(
   t.ok(usage.rssKb <= baseline.rssKb + rssSlackKb, `${what}: resident memory ${Math.round(usage.rssKb / 1024)} MiB (baseline ${Math.round(baseline.rssKb / 1024)} MiB)`)
 }
 
-/** One exchange over a raw socket: everything the server sent until it closed, or until `waitMs` passed. */
+/** One exchange over a raw socket: everything the server sent until it closed, `waitMs` passed, or `until` says it has come. */
 export function rawExchange(
   port: number, send: (socket: net.Socket) => void, waitMs = 5_000, until?: (answer: string) => boolean
 ): Promise<{ answer: string; closed: boolean; error?: string }> {
