@@ -17,7 +17,11 @@ export function clientKey(address: string | undefined, v6PrefixBits: number): st
   if (text.startsWith('[') && text.includes(']')) text = text.slice(1, text.indexOf(']'))
   const zone = text.indexOf('%')
   if (zone >= 0) text = text.slice(0, zone)
-  if (!isIP(text)) return text.toLowerCase()
+  const family = isIP(text)
+  // An IPv4 address isIP accepts is written canonically already (four decimals, no leading zeros): the common case,
+  // and the access line's, for about a tenth of the cost of parsing it.
+  if (family === 4) return text
+  if (family === 0) return text.toLowerCase()
   const parsed = ipaddr.process(text)
   if (parsed.kind() === 'ipv4') return parsed.toString()
   const bytes = parsed.toByteArray()
