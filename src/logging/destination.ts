@@ -26,12 +26,24 @@ function nonBlocking(fd: number): void {
   new Socket({ fd, readable: false, writable: true }).unref()
 }
 
+/** How many lines a batch of them holds. */
+function linesIn(text: string): number {
+  let count = 0
+  for (let at = text.indexOf('\n'); at >= 0; at = text.indexOf('\n', at + 1)) count++
+  return count
+}
+
 /**
  * Standard output as pino's own destination (sonic-boom) writes it: at `info` and above a busy service writes one
  * line per request, and a system call per line would cost one per request. Lines are gathered up to BATCH_CHARS
  * and written together, at least every FLUSH_MS, when the app closes and when the process exits (however it exits,
  * short of SIGKILL). Writes are synchronous, as pino's are by default, so that none is ever in flight when the
  * process exits; on a pipe they never block (see nonBlocking).
+ *
+ * Lines are gathered in an array, joined once a batch is full, and handed to sonic-boom as one write. Gathered by
+ * sonic-boom itself (its `minLength`), each line measured the byte length of the whole batch so far again: on the
+ * embedded self-read at `info` that took 4 % of the throughput (bench `embedded`, 2026-11-25: 8 µs for the access
+ * line against 11–12 µs).
  *
  * A sink that stops reading (a stuck log shipper) never stops the service: a full pipe refuses at once, at most
  * MAX_PENDING_CHARS wait for it, tried again with the next line and every FLUSH_MS, and past that lines are dropped
@@ -50,7 +62,7 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
   let waiting = Infinity
   let dropped = 0
   const stream = new sonicBoom.SonicBoom({
-    fd, sync: true, minLength: BATCH_CHARS, maxLength: MAX_PENDING_CHARS, periodicFlush: FLUSH_MS,
+    fd, sync: true, maxLength: MAX_PENDING_CHARS, periodicFlush: FLUSH_MS,
     // While the service runs, a full pipe is tried again later, never waited for; once it closes, while the sink reads.
     retryEAGAIN: (_error: Error, writing: number, rest: number) => {
       if (!closing) return false
@@ -65,8 +77,17 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
   let report: { line: string; count: number } | undefined
   stream.on('drop', (data: unknown) => {
     if (report && data === report.line) dropped += report.count
-    else dropped++
+    else dropped += typeof data === 'string' ? linesIn(data) : 1
   })
+  let gathered: string[] = []
+  let gatheredChars = 0
+  const writeGathered = () => {
+    if (gathered.length === 0) return
+    const batch = gathered.join('')
+    gathered = []
+    gatheredChars = 0
+    stream.write(batch)
+  }
   const reportDrops = () => {
     if (dropped === 0) return
     report = { line: `{"level":40,"time":${Date.now()},"msg":"log lines dropped: standard output was not being read","dropped":${dropped}}\n`, count: dropped }
@@ -74,13 +95,17 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
     stream.write(report.line)
     report = undefined
   }
-  const reporter = setInterval(reportDrops, FLUSH_MS)
+  const reporter = setInterval(() => {
+    writeGathered()
+    reportDrops()
+  }, FLUSH_MS)
   reporter.unref()
   /**
    * Reports what was dropped and writes what is gathered, when the app closes; again at exit, for later lines (a
    * shutdown's last words), then saying on standard error what was lost.
    */
   const flushNow = (exiting: boolean) => {
+    writeGathered()
     if (!closing) {
       closing = true
       clearInterval(reporter)
@@ -105,5 +130,12 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
     dropped = 0
   }
   process.once('exit', () => flushNow(true))
-  return { write: (line: string) => stream.write(line), close: () => flushNow(false) }
+  return {
+    write: (line: string) => {
+      gathered.push(line)
+      gatheredChars += line.length
+      if (gatheredChars >= BATCH_CHARS) writeGathered()
+    },
+    close: () => flushNow(false)
+  }
 }
