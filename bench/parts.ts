@@ -1,12 +1,15 @@
 // The parts where a choice between a home-grown way and a library's was weighed (ARCHITECTURE.md, "Home-grown
 // parts"): both ways timed in this process on the same inputs, per self-read. `npm run bench:profile` prints them
 // beside Roster's CPU per self-read measured in the same run; a home-grown part that saves less than 2 % of it goes.
-import { closeSync, openSync, readFileSync, writeSync } from 'node:fs'
+import { openSync, readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
+import { Histogram, Registry } from 'prom-client'
 import sonicBoom from 'sonic-boom'
 import { tokenHash } from '../src/accounts/secrets.js'
 import { callerLookup, callerQuery } from '../src/auth/caller.js'
 import { createDatabase } from '../src/database/index.js'
+import { stdoutDestination } from '../src/logging/destination.js'
+import { DurationHistogram } from '../src/metrics/durations.js'
 
 export interface PartWeight {
   part: string
@@ -34,30 +37,32 @@ async function timed(fn: (i: number) => unknown, calls = 20_000, rounds = 7): Pr
 /** Weighs each part on the seeded SQLite file and its tokens (bench/profile.ts seeds them). */
 export async function weighParts(sqliteFile: string, tokensFile: string): Promise<PartWeight[]> {
   const weights: PartWeight[] = []
-  // The destination every access line goes to: pino's own (sonic-boom, batched as logging/destination.ts sets it)
-  // against the smallest batch that does the same (lines gathered in an array, one write per 4 KiB), both into
-  // /dev/null, so that the system call is the same and what differs is the bookkeeping.
-  const line = `{"level":30,"time":${Date.now()},"pid":${process.pid},"hostname":"${hostname()}","reqId":"req-1","method":"GET","url":"/users/42","statusCode":200,"ms":1.5,"msg":"request"}\n`
+  // The destination every access line goes to: lines gathered in an array and handed to sonic-boom a batch at a time
+  // (logging/destination.ts), against sonic-boom gathering them itself (its minLength), both into /dev/null, so
+  // that the system call is the same and what differs is the bookkeeping.
+  const line = `{"level":30,"time":${Date.now()},"pid":${process.pid},"hostname":"${hostname()}","request_id":"b5d97684-c4e3-4c1f-b3ae-542922c3e38c",` +
+    '"method":"GET","url":"/users/42","statusCode":200,"ms":1.5,"client":"127.0.0.1","user_id":42,"msg":"request"}\n'
   const boom = new sonicBoom.SonicBoom({ dest: '/dev/null', sync: true, minLength: 4096, maxLength: 1 << 20 })
   await new Promise((resolve) => boom.once('ready', resolve))
-  const fd = openSync('/dev/null', 'w')
-  let batch: string[] = []
-  let size = 0
-  const batched = (text: string) => {
-    batch.push(text)
-    size += text.length
-    if (size < 4096) return
-    writeSync(fd, batch.join(''))
-    batch = []
-    size = 0
-  }
+  const destination = stdoutDestination(openSync('/dev/null', 'w'))
   weights.push({
-    part: 'log destination', roster: 'pino\'s sonic-boom, batched', rosterUs: await timed(() => boom.write(line)),
-    other: 'a home-grown array batch', otherUs: await timed(() => batched(line))
+    part: 'log destination', roster: 'an array batch into sonic-boom', rosterUs: await timed(() => destination.write(line)),
+    other: 'sonic-boom\'s own batching', otherUs: await timed(() => boom.write(line))
   })
+  destination.close()
   boom.flushSync()
   boom.end()
-  closeSync(fd)
+  // Each answer's duration, into a series seen before: the histogram of metrics/durations.ts against prom-client's
+  // own, through the child of the series (made once, as Roster made it before).
+  const durations = new DurationHistogram('d', 'd', [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10])
+  const child = new Histogram({
+    name: 'd', help: 'd', labelNames: ['method', 'route', 'status_code'] as const, registers: [new Registry()],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
+  }).labels('GET', '/users/:user_id', '200')
+  weights.push({
+    part: 'request durations', roster: 'its own histogram', rosterUs: await timed((i) => durations.observe('GET', '/users/:user_id', 200, (i % 50) / 1000)),
+    other: 'prom-client\'s histogram', otherUs: await timed((i) => child.observe((i % 50) / 1000))
+  })
   const tokens = readFileSync(tokensFile, 'utf8').trim().split('\n').slice(0, 1000)
     .map((line) => tokenHash((JSON.parse(line) as { token: string }).token))
   const { db, read } = createDatabase({ url: `sqlite:${sqliteFile}` })

@@ -172,6 +172,7 @@ async function main() {
       const saved = w.otherUs - w.rosterUs
       console.log(`| ${w.part} | ${w.roster} | ${w.rosterUs.toFixed(2)} | ${w.other} | ${w.otherUs.toFixed(2)} | ${saved.toFixed(2)} µs, ${(100 * saved / perRead).toFixed(1)} % |`)
     }
+    console.log('\nTimed alone, on a hot loop. Under load in the service a part costs more: BENCHMARKS.md ("Home-grown parts") has A/B runs of the whole service.')
   }
 }
 

@@ -1,10 +1,9 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
+import { DurationHistogram } from './durations.js'
 import { LOGIN_RESULTS, type DeliveryResult, type LoginResult, type OutboxBacklog, type OutboxKind, type PoolUse } from './kinds.js'
 
 /** OpenTelemetry's recommended boundaries for HTTP server durations, in seconds. */
 const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
-
-type DurationChild = ReturnType<Histogram<'method' | 'route' | 'status_code'>['labels']>
 
 /**
  * The service's Prometheus metrics, one registry per app (so that two apps in one process count apart). Request
@@ -14,12 +13,9 @@ type DurationChild = ReturnType<Histogram<'method' | 'route' | 'status_code'>['l
  */
 export class Metrics {
   readonly registry = new Registry()
-  private readonly durations = new Histogram({
-    name: 'http_server_request_duration_seconds', help: 'Duration of HTTP requests, by method, route template and status',
-    labelNames: ['method', 'route', 'status_code'] as const, buckets: DURATION_BUCKETS, registers: [this.registry]
-  })
-  /** The histogram's child of each method, route and status seen: labels hashed once, not per request. */
-  private readonly children = new Map<string, DurationChild>()
+  private readonly durations = new DurationHistogram(
+    'http_server_request_duration_seconds', 'Duration of HTTP requests, by method, route template and status', DURATION_BUCKETS
+  )
   private readonly refusals = new Counter({
     name: 'roster_rate_limit_refusals_total', help: 'Requests refused with 429 by a rate or failure limit, by route template',
     labelNames: ['route'] as const, registers: [this.registry]
@@ -35,6 +31,7 @@ export class Metrics {
   private pool: (() => PoolUse) | undefined
 
   constructor() {
+    this.registry.registerMetric(this.durations.asMetric())
     collectDefaultMetrics({ register: this.registry })
     // Zero from the start, so that a rate() over a fresh process has a series to work on.
     for (const result of LOGIN_RESULTS) this.logins.inc({ result }, 0)
@@ -92,13 +89,7 @@ export class Metrics {
 
   /** An answered request: its duration, and a 429 as a refusal. `route` is the route template, or `unmatched`. */
   answered(method: string, route: string, status: number, seconds: number): void {
-    const key = `${method} ${status} ${route}`
-    let child = this.children.get(key)
-    if (!child) {
-      child = this.durations.labels(method, route, String(status))
-      this.children.set(key, child)
-    }
-    child.observe(seconds)
+    this.durations.observe(method, route, status, seconds)
     if (status === 429) this.refusals.inc({ route })
   }
 
