@@ -14,8 +14,9 @@ declare module 'fastify' {
 }
 
 /**
- * Events: written by the services in their transactions (record.ts); placed in the feed in the background from the
- * moment the app is ready until it closes, woken after every successful write and polled for other instances' events.
+ * Events: written by the services in their transactions (record.ts); placed in the feed by the time the app is
+ * ready, then in the background until it closes, woken after every write that wrote one and polled for other
+ * instances' events.
  */
 async function events(app: FastifyInstance, options: Partial<SequencerOptions>): Promise<void> {
   const sequencer = new Sequencer(app.db, app.log, { retentionMs: app.config.EVENT_RETENTION_SECONDS * 1000, ...options })
@@ -28,7 +29,13 @@ async function events(app: FastifyInstance, options: Partial<SequencerOptions>):
     if (request.wroteEvents) sequencer.wake()
     done()
   })
-  app.addHook('onReady', async () => sequencer.start())
+  // What was committed during the start (the first admin's creation) is placed before the app is ready: a webhook
+  // created once the service answers subscribes from then on, and gets none of it. A database that fails here
+  // leaves it to the background runs, as any other time.
+  app.addHook('onReady', async () => {
+    await sequencer.catchUp().catch((err: unknown) => app.log.warn({ err }, 'events: could not place the events of the start yet'))
+    sequencer.start()
+  })
   app.addHook('preClose', async () => sequencer.stop())
 }
 

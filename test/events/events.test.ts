@@ -274,3 +274,11 @@ t.test('events past their retention are purged in batches', async (t) => {
   }
   t.equal(left, 0, 'the service purges them by itself')
 })
+
+t.test('events committed during the start (the first admin\'s creation) are placed by the time the app is ready', async (t) => {
+  const app = await build(t)
+  // Read at once: the background run, scheduled when the app became ready, has had no turn yet.
+  const events = await app.db.selectFrom('events').select(['type', 'position']).execute()
+  t.ok(events.some((e) => e.type === 'user.created'), 'the first admin\'s creation is an event')
+  t.same(events.filter((e) => e.position === null), [], 'and every event has its place in the feed')
+})
