@@ -62,7 +62,9 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
   let waiting = Infinity
   let dropped = 0
   const stream = new sonicBoom.SonicBoom({
-    fd, sync: true, maxLength: MAX_PENDING_CHARS, periodicFlush: FLUSH_MS,
+    // A batch is written as it comes (minLength 1); a minLength above 0 also keeps sonic-boom's periodic flush, which
+    // tries a refused batch again every FLUSH_MS.
+    fd, sync: true, minLength: 1, maxLength: MAX_PENDING_CHARS, periodicFlush: FLUSH_MS,
     // While the service runs, a full pipe is tried again later, never waited for; once it closes, while the sink reads.
     retryEAGAIN: (_error: Error, writing: number, rest: number) => {
       if (!closing) return false
@@ -134,7 +136,8 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
     write: (line: string) => {
       gathered.push(line)
       gatheredChars += line.length
-      if (gatheredChars >= BATCH_CHARS) writeGathered()
+      // Once the app is closing (the gathering timer is stopped), a line goes out as it comes.
+      if (closing || gatheredChars >= BATCH_CHARS) writeGathered()
     },
     close: () => flushNow(false)
   }

@@ -144,21 +144,26 @@ export async function assertRecovered(
   t.ok(usage.rssKb <= baseline.rssKb + rssSlackKb, `${what}: resident memory ${Math.round(usage.rssKb / 1024)} MiB (baseline ${Math.round(baseline.rssKb / 1024)} MiB)`)
 }
 
-/** One exchange over a raw socket: everything the server sent until it closed, `waitMs` passed, or `until` says it has come. */
+/**
+ * One exchange over a raw socket: everything the server sent until it closed, `waitMs` passed, or `until` says it
+ * has come. With `allowHalfOpen` the client's side stays open for writing after the server has ended its own (Node
+ * ends it at once otherwise), as a client still uploading does.
+ */
 export function rawExchange(
-  port: number, send: (socket: net.Socket) => void, waitMs = 5_000, until?: (answer: string) => boolean
+  port: number, send: (socket: net.Socket) => void, waitMs = 5_000,
+  options: { until?: (answer: string) => boolean; allowHalfOpen?: boolean } = {}
 ): Promise<{ answer: string; closed: boolean; error?: string }> {
   return new Promise((resolve) => {
     let answer = ''
     let error: string | undefined
-    const socket = net.connect(port, '127.0.0.1', () => send(socket))
+    const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: options.allowHalfOpen ?? false }, () => send(socket))
     const timer = setTimeout(() => {
       socket.destroy()
       resolve({ answer, closed: false, error })
     }, waitMs)
     socket.on('data', (d) => {
       answer += d.toString('latin1')
-      if (until?.(answer)) {
+      if (options.until?.(answer)) {
         clearTimeout(timer)
         socket.destroy()
         resolve({ answer, closed: false, error })
