@@ -1,7 +1,7 @@
 // The parts where a choice between a home-grown way and a library's was weighed (ARCHITECTURE.md, "Home-grown
 // parts"): both ways timed in this process on the same inputs, per self-read. `npm run bench:profile` prints them
 // beside Roster's CPU per self-read measured in the same run; a home-grown part that saves less than 2 % of it goes.
-import { openSync, readFileSync } from 'node:fs'
+import { closeSync, openSync, readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { Histogram, Registry } from 'prom-client'
 import sonicBoom from 'sonic-boom'
@@ -10,6 +10,7 @@ import { callerLookup, callerQuery } from '../src/auth/caller.js'
 import { createDatabase } from '../src/database/index.js'
 import { stdoutDestination } from '../src/logging/destination.js'
 import { DurationHistogram } from '../src/metrics/durations.js'
+import { DURATION_BUCKETS } from '../src/metrics/metrics.js'
 
 export interface PartWeight {
   part: string
@@ -44,20 +45,22 @@ export async function weighParts(sqliteFile: string, tokensFile: string): Promis
     '"method":"GET","url":"/users/42","statusCode":200,"ms":1.5,"client":"127.0.0.1","user_id":42,"msg":"request"}\n'
   const boom = new sonicBoom.SonicBoom({ dest: '/dev/null', sync: true, minLength: 4096, maxLength: 1 << 20 })
   await new Promise((resolve) => boom.once('ready', resolve))
-  const destination = stdoutDestination(openSync('/dev/null', 'w'))
+  const devNull = openSync('/dev/null', 'w')
+  const destination = stdoutDestination(devNull)
   weights.push({
     part: 'log destination', roster: 'an array batch into sonic-boom', rosterUs: await timed(() => destination.write(line)),
     other: 'sonic-boom\'s own batching', otherUs: await timed(() => boom.write(line))
   })
   destination.close()
+  closeSync(devNull)
   boom.flushSync()
   boom.end()
   // Each answer's duration, into a series seen before: the histogram of metrics/durations.ts against prom-client's
   // own, through the child of the series (made once, as Roster made it before).
-  const durations = new DurationHistogram('d', 'd', [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10])
+  const durations = new DurationHistogram('d', 'd', DURATION_BUCKETS)
   const child = new Histogram({
     name: 'd', help: 'd', labelNames: ['method', 'route', 'status_code'] as const, registers: [new Registry()],
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
+    buckets: DURATION_BUCKETS
   }).labels('GET', '/users/:user_id', '200')
   weights.push({
     part: 'request durations', roster: 'its own histogram', rosterUs: await timed((i) => durations.observe('GET', '/users/:user_id', 200, (i % 50) / 1000)),

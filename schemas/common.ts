@@ -32,10 +32,10 @@ export const UserParams = Type.Object({ user_id: Id }, { additionalProperties: f
 export const PAGE_SIZE = 50
 
 /** The page size of a collection: optional (SDKs call a list without it), filled with its default before handlers run. */
-export const Limit = Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: PAGE_SIZE, description: 'Items per page', examples: [20] }))
+export const Limit = Type.Optional(Type.Integer({ minimum: 1, maximum: 200, default: PAGE_SIZE, description: 'Items per page' }))
 
 /** The cursor of the page after, as given in `next`. */
-export const Cursor = Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Opaque: copy it from the `next` link of the page before', examples: ['eyJpZCI6NDJ9.mZ2x'] }))
+export const Cursor = Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Opaque: copy it from the `next` link of the page before' }))
 
 /** The query of a collection without filters of its own: a page size and the cursor of the page after. */
 export const PageQuery = Type.Object({ limit: Limit, cursor: Cursor }, { additionalProperties: false })

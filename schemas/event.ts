@@ -72,7 +72,7 @@ export const EventCollection = Type.Object(
 
 export const EventQuery = Type.Object(
   {
-    type: Type.Optional(Type.Array(TypeFilter, { maxItems: 20, description: 'Repeatable: a type (user.created) or a family (user.*)', examples: [['user.*', 'email.verified']] })),
+    type: Type.Optional(Type.Array(TypeFilter, { maxItems: 20, description: 'Repeatable: a type (user.created) or a family (user.*)' })),
     user_id: Type.Optional(Type.Integer({ ...Id, description: 'Only the events about this user (a user id)' })),
     after: Type.Optional(Type.String({ pattern: EVENT_ID_PATTERN, description: 'The id of the last event seen (as `next` links carry it): the page starts after it' })),
     limit: Limit

@@ -69,9 +69,9 @@ export const MAX_ID_FILTER = 100
 
 export const UserQuery = Type.Object(
   {
-    id: Type.Optional(Type.Array(Id, { maxItems: MAX_ID_FILTER, description: 'Repeatable, at most 100: ?id=1&id=5', examples: [[1, 5]] })),
-    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'Any address of the user, exact, case-insensitive', examples: ['ada@example.com'] })),
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 202, description: '`ada`, `ada*`, `*ada` or `*ada*`, case-insensitive', examples: ['ada*'] })),
+    id: Type.Optional(Type.Array(Id, { maxItems: MAX_ID_FILTER, description: 'Repeatable, at most 100: ?id=1&id=5' })),
+    email: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'Any address of the user, exact, case-insensitive' })),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 202, description: '`ada`, `ada*`, `*ada` or `*ada*`, case-insensitive' })),
     status: Type.Optional(ref(UserStatus)),
     limit: Limit,
     cursor: Cursor

@@ -77,16 +77,16 @@ export async function lockUser(trx: Trx, id: number): Promise<Pick<UserRow, 'ver
   return row
 }
 
-/**
- * The user as it stands, locked for the rest of the transaction (MySQL), with its primary address (locked with it):
- * what a change reads before writing, to check If-Match and to tell the values it replaces. USER_NOT_FOUND when
- * there is no such user.
- */
 const userRowLocked = reusable((db, id: number) => {
   const q = selectUsers(db).where('users.id', '=', id)
   return locksRows(db) ? q.forUpdate() : q
 }, [-1])
 
+/**
+ * The user as it stands, locked for the rest of the transaction (MySQL), with its primary address (locked with it):
+ * what a change reads before writing, to check If-Match and to tell the values it replaces. USER_NOT_FOUND when
+ * there is no such user.
+ */
 export async function lockUserRow(trx: Trx, id: number): Promise<UserRow> {
   const row = (await userRowLocked(trx, id)).rows[0]
   if (!row) throw userNotFound(`id ${id}`)

@@ -33,8 +33,11 @@ async function events(app: FastifyInstance, options: Partial<SequencerOptions>):
   // created once the service answers subscribes from then on, and gets none of it. A database that fails here
   // leaves it to the background runs, as any other time.
   app.addHook('onReady', async () => {
-    await sequencer.catchUp().catch((err: unknown) => app.log.warn({ err }, 'events: could not place the events of the start yet'))
-    sequencer.start()
+    const caughtUp = await sequencer.catchUp().then(() => true, (err: unknown) => {
+      app.log.warn({ err }, 'events: could not place the events of the start yet')
+      return false
+    })
+    sequencer.start(caughtUp)
   })
   app.addHook('preClose', async () => sequencer.stop())
 }

@@ -77,9 +77,10 @@ export class Sequencer {
     this.followers.push(follower)
   }
 
-  start(): void {
+  /** Starts the background runs: the first at once, or at the first poll when `caughtUp` (catchUp() just ran). */
+  start(caughtUp = false): void {
     this.stopped = false
-    this.schedule(0)
+    this.schedule(caughtUp ? this.options.pollMs : 0)
   }
 
   /** Events were committed: place them now rather than at the next poll. */

@@ -62,9 +62,9 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
   let waiting = Infinity
   let dropped = 0
   const stream = new sonicBoom.SonicBoom({
-    // A batch is written as it comes (minLength 1); a minLength above 0 also keeps sonic-boom's periodic flush, which
-    // tries a refused batch again every FLUSH_MS.
-    fd, sync: true, minLength: 1, maxLength: MAX_PENDING_CHARS, periodicFlush: FLUSH_MS,
+    // A batch is written as it comes (minLength 1, not 0: at 0 sonic-boom's flush does nothing, and the timer below
+    // relies on it to try a refused batch again).
+    fd, sync: true, minLength: 1, maxLength: MAX_PENDING_CHARS,
     // While the service runs, a full pipe is tried again later, never waited for; once it closes, while the sink reads.
     retryEAGAIN: (_error: Error, writing: number, rest: number) => {
       if (!closing) return false
@@ -97,8 +97,11 @@ export function stdoutDestination(fd = 1): LogSink & { close(): void } {
     stream.write(report.line)
     report = undefined
   }
+  // The one timer: every FLUSH_MS, what is gathered goes out, what a full pipe refused is tried again, and what was
+  // dropped is reported. Stopped when the app closes; later lines go out as they come.
   const reporter = setInterval(() => {
     writeGathered()
+    stream.flush()
     reportDrops()
   }, FLUSH_MS)
   reporter.unref()

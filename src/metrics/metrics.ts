@@ -3,7 +3,7 @@ import { DurationHistogram } from './durations.js'
 import { LOGIN_RESULTS, type DeliveryResult, type LoginResult, type OutboxBacklog, type OutboxKind, type PoolUse } from './kinds.js'
 
 /** OpenTelemetry's recommended boundaries for HTTP server durations, in seconds. */
-const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
+export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10]
 
 /**
  * The service's Prometheus metrics, one registry per app (so that two apps in one process count apart). Request

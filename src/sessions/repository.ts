@@ -118,17 +118,17 @@ export async function deleteToken(db: Db | Trx, hash: string): Promise<void> {
   await db.deleteFrom('tokens').where('token_hash', '=', hash).execute()
 }
 
+const credentialsLocked = reusable((db, userId: number) => {
+  const q = selectUsers(db).select('users.password_hash').where('users.id', '=', userId)
+  return locksRows(db) ? q.forUpdate() : q
+}, [-1])
+
 /**
  * What a token may be issued against, read with the user row locked (MySQL) for the rest of the transaction: every
  * change that ends sessions (a new password, a ban, a demotion, a deletion) writes this row first, so a login or
  * refresh and such a change are serialised, and a token is issued only against the state the change left. The user
  * as answers show it, with its password hash.
  */
-const credentialsLocked = reusable((db, userId: number) => {
-  const q = selectUsers(db).select('users.password_hash').where('users.id', '=', userId)
-  return locksRows(db) ? q.forUpdate() : q
-}, [-1])
-
 export async function lockCredentials(trx: Trx, userId: number): Promise<(UserRow & { password_hash: string }) | undefined> {
   return (await credentialsLocked(trx, userId)).rows[0]
 }

@@ -48,6 +48,7 @@ t.test('traces: a span per request with its route and request id, continuing the
   const leaked = spans.filter((s) => JSON.stringify(s.attributes).includes(user.email.split('@')[0]!))
   t.same(leaked.map((s) => s.name), [], 'no span carries the address, sent in a path or a query')
   t.ok(spans.some((s) => s.name === 'GET /users/email/:email'), 'the read by address was traced')
+  t.ok(spans.some((s) => s.name === 'GET /users'), 'and so was the filter by address')
   const inTrace = spans.filter((s) => s.traceId === traceId)
   const statements = inTrace.filter((s) => s.attributes['db.system.name'] === (ENGINE === 'mysql' ? 'mysql' : 'sqlite'))
   t.ok(statements.length > 0, 'the request\'s database statements are spans of its trace')
