@@ -24,12 +24,12 @@ t.test('the built service delivers every event through a receiver outage, a hung
   hung.answer = () => ({ status: 200, delayMs: 3000 })
   const descriptors = service.usage().fds
 
-  await receiver.stop()
+  receiver.down()
   const users = []
   for (let i = 0; i < 5; i++) users.push(await signUp(service, `bb-hook-${i}@example.com`))
   for (const u of users) t.equal((await call(service, 'PUT', `/users/${u.id}/name`, { headers: u.auth, body: { name: 'Renamed' } })).status, 200)
   await new Promise((r) => setTimeout(r, 1500))
-  await receiver.listen()
+  receiver.up()
   receiver.answer = (r) => ({ status: 200, bodyBytes: r.event.type === 'user.updated' ? 8 * 1024 * 1024 : 0 })
   await until('every event after the outage', () => new Set(receiver.ids()).size === 10, 30_000)
   t.ok(receiver.received.every((r) => r.verified[0]), 'every delivery signed with the webhook\'s secret')

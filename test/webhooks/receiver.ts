@@ -25,8 +25,8 @@ export interface Answer {
 
 /**
  * A webhook receiver in the test process, as a customer's would be: an HTTP server that verifies every delivery's
- * signature with the `standardwebhooks` library, can go down (its port closed) and come back on the same port, and
- * answers as the test says.
+ * signature with the `standardwebhooks` library, can go down and come back on the same port, and answers as the test
+ * says.
  */
 export class Receiver {
   readonly received: Received[] = []
@@ -35,6 +35,7 @@ export class Receiver {
   /** The most requests it had in flight at once. */
   maxInFlight = 0
   private inFlight = 0
+  private isDown = false
   private server: http.Server
   port = 0
 
@@ -54,7 +55,7 @@ export class Receiver {
   }
 
   private make(): http.Server {
-    return http.createServer((req, res) => {
+    const server = http.createServer((req, res) => {
       const chunks: Buffer[] = []
       req.on('data', (c: Buffer) => chunks.push(c))
       req.on('end', () => {
@@ -99,6 +100,8 @@ export class Receiver {
         }, answer.delayMs ?? 0)
       })
     })
+    server.on('connection', (socket) => { if (this.isDown) socket.destroy() })
+    return server
   }
 
   /** Listens (again, on the same port once it had one). */
@@ -108,7 +111,21 @@ export class Receiver {
     this.port = (this.server.address() as AddressInfo).port
   }
 
-  /** Goes down: the port refuses connections. */
+  /**
+   * Goes down: every connection is cut as it is made, and no delivery gets an answer. The port stays bound, so that
+   * nothing else on the machine (another test's client socket) can take it before the receiver is back.
+   */
+  down(): void {
+    this.isDown = true
+    this.server.closeAllConnections()
+  }
+
+  /** Back up on the same port. */
+  up(): void {
+    this.isDown = false
+  }
+
+  /** Closes for good: the port is given back. */
   async stop(): Promise<void> {
     this.server.closeAllConnections()
     await new Promise<void>((resolve) => this.server.close(() => resolve()))

@@ -135,7 +135,7 @@ t.test('a receiver down for a while gets every event once it is back; duplicates
   const earlier = (await feed(app, admin)).length
   const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created', 'user.updated'] })
   receiver.secrets = [hook.secret]
-  await receiver.stop()
+  receiver.down()
   const users = []
   for (let i = 0; i < 4; i++) users.push(await newUser(app))
   for (const u of users) await app.inject({ method: 'PUT', url: `/users/${u.id}/name`, headers: u.headers, payload: { name: 'Renamed' } })
@@ -144,7 +144,7 @@ t.test('a receiver down for a while gets every event once it is back; duplicates
     return d.length === 8 && d.every((x) => x.attempts >= 1 && x.status === 'pending' && x.last_error !== null)
   })
   t.equal(receiver.received.length, 0)
-  await receiver.listen()
+  receiver.up()
   await until('every event after the outage', () => new Set(receiver.ids()).size === 8, 30_000)
   const wanted = (await feed(app, admin)).slice(earlier).filter((e) => e.type === 'user.created' || e.type === 'user.updated').map((e) => e.id)
   t.same([...new Set(receiver.ids())].sort(), [...wanted].sort(), 'none lost')
