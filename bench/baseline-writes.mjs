@@ -5,14 +5,21 @@
 //   insert the new access and refresh tokens, commit: 7 round trips.
 // - PUT /users/{id}/name: find the caller by its token (the self-read's query), then lock the user, write the name,
 //   insert the user.updated event, commit: 6 round trips.
+// - POST /auth/tokens with an address and a password (a login): find the user by the address, verify the password
+//   against its argon2id hash (the same library, the stored hash's own parameters), then lock the user, read its
+//   sessions (the room a new one needs), insert the session, the access and refresh tokens and the session.created
+//   event, commit: 8 round trips.
 import { createHash, randomBytes } from 'node:crypto'
 import http from 'node:http'
+import { verify } from '@node-rs/argon2'
 import { createPool } from 'mysql2/promise'
 import { bearerHash, SELF_READ_SQL, selfReadBody } from './baseline-server.mjs'
 
 const pool = createPool({ uri: process.env.MYSQL_URL, connectionLimit: Number(process.env.POOL_SIZE ?? 10) })
 const ACCESS_TTL_MS = 3_600_000
 const REFRESH_TTL_MS = 30 * 86_400_000
+const SESSION_MAX_AGE_MS = 90 * 86_400_000
+const MAX_SESSIONS = 100
 
 const newToken = () => {
   const token = randomBytes(32).toString('base64url')
@@ -80,6 +87,57 @@ async function refresh(body) {
   })
 }
 
+const USER_COLUMNS = 'users.id, users.name, emails.address as email, users.status, users.role, users.version, users.created_at, users.updated_at'
+
+async function login(body, agent = '') {
+  if (typeof body.email !== 'string' || typeof body.password !== 'string') return undefined
+  const [found] = await pool.execute(
+    'select users.id, users.password_hash, users.status from emails inner join users on users.id = emails.user_id ' +
+    'where emails.address_norm = ? and (emails.primary_user_id is not null or emails.verified_at is not null)', [body.email.normalize('NFC').toLowerCase()])
+  const credentials = found[0]
+  if (!credentials || !(await verify(credentials.password_hash, body.password).catch(() => false)) || credentials.status !== 'ACTIVE') return undefined
+  return transaction(async (conn) => {
+    const now = Date.now()
+    const [locked] = await conn.execute(
+      `select ${USER_COLUMNS}, users.password_hash from users left join emails on emails.primary_user_id = users.id where users.id = ? for update`, [credentials.id])
+    const user = locked[0]
+    if (!user || user.password_hash !== credentials.password_hash) return undefined
+    const [sessions] = await conn.execute('select id, expires_at, ends_at from sessions where user_id = ? order by id', [user.id])
+    const stale = sessions.filter((s) => s.expires_at <= now || s.ends_at <= now).map((s) => s.id)
+    const live = sessions.filter((s) => s.expires_at > now && s.ends_at > now)
+    stale.push(...live.slice(0, Math.max(0, live.length - (MAX_SESSIONS - 1))).map((s) => s.id))
+    if (stale.length) await conn.query('delete from sessions where id in (?)', [stale])
+    const endsAt = now + SESSION_MAX_AGE_MS
+    const session = { user_id: user.id, created_at: now, last_used_at: now, client: agent.slice(0, 200), expires_at: Math.min(now + REFRESH_TTL_MS, endsAt) }
+    const [inserted] = await conn.execute('insert into sessions (user_id, created_at, last_used_at, client, expires_at, ends_at) values (?, ?, ?, ?, ?, ?)',
+      [session.user_id, now, now, session.client, session.expires_at, endsAt])
+    session.id = inserted.insertId
+    const access = newToken()
+    const next = newToken()
+    const accessExpires = Math.min(now + ACCESS_TTL_MS, session.expires_at)
+    await conn.execute('insert into tokens (token_hash, user_id, session_id, created_at, expires_at) values (?, ?, ?, ?, ?)',
+      [access.hash, user.id, session.id, now, accessExpires])
+    await conn.execute('insert into refresh_tokens (token_hash, session_id, created_at, expires_at, used_at) values (?, ?, ?, ?, null)',
+      [next.hash, session.id, now, session.expires_at])
+    const presented = sessionBody(session)
+    await conn.execute(
+      'insert into events (public_id, type, user_id, actor_type, actor_id, request_id, data, previous, occurred_at, position) values (?, ?, ?, ?, ?, ?, ?, ?, ?, null)',
+      [`evt_${randomBytes(13).toString('hex')}`, 'session.created', user.id, 'user', user.id, null, JSON.stringify(presented), null, now])
+    return {
+      token: access.token, token_type: 'Bearer', expires_in: Math.round((accessExpires - now) / 1000), expires_at: new Date(accessExpires).toISOString(),
+      refresh_token: next.token, refresh_expires_at: new Date(session.expires_at).toISOString(),
+      session: { ...presented, current: true }, user: selfReadBody(user)
+    }
+  })
+}
+
+function sessionBody(s) {
+  return {
+    id: s.id, href: `/users/${s.user_id}/sessions/${s.id}`, created_at: new Date(s.created_at).toISOString(),
+    last_used_at: new Date(s.last_used_at).toISOString(), expires_at: new Date(s.expires_at).toISOString(), client: s.client
+  }
+}
+
 async function rename(id, hash, body) {
   if (typeof body.name !== 'string') return undefined
   const [found] = await pool.execute(SELF_READ_SQL, [hash, Date.now(), 'ACTIVE'])
@@ -107,7 +165,8 @@ http.createServer((req, res) => {
   try {
     if (req.method === 'GET' && req.url === '/') return send(res, 200, { ok: true })
     if (req.method === 'POST' && req.url === '/auth/tokens') {
-      return readBody(req).then(refresh).then((issued) => (issued ? send(res, 201, issued) : refused()), failed)
+      return readBody(req).then((body) => (body.grant_type === undefined ? login(body, req.headers['user-agent']) : refresh(body)))
+        .then((issued) => (issued ? send(res, 201, issued) : refused()), failed)
     }
     const m = /^\/users\/([1-9][0-9]*)\/name$/.exec(req.url ?? '')
     const hash = bearerHash(req.headers.authorization)

@@ -12,9 +12,21 @@ export function startCommand(): string[] {
 
 /** CPU time (user + system) a process has used so far, in microseconds, from /proc. */
 export function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')
-  const ticks = Number(fields[11]) + Number(fields[12]) // utime, stime (fields 14 and 15 of the whole line)
-  return (ticks * 1e6) / 100
+  return threadCpuMicros(`/proc/${pid}/stat`)
+}
+
+/**
+ * CPU time (user + system) of a process's main thread alone, in microseconds: its JavaScript, its socket writes and
+ * the garbage collector's pauses, without what libuv's worker threads (password hashes) and V8's helper threads do.
+ */
+export function mainThreadCpuMicros(pid: number): number {
+  return threadCpuMicros(`/proc/${pid}/task/${pid}/stat`)
+}
+
+/** utime + stime (fields 14 and 15 of the whole line) of a /proc stat file, in microseconds. */
+function threadCpuMicros(statFile: string): number {
+  const fields = readFileSync(statFile, 'utf8').replace(/^.*\) /, '').split(' ')
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100
 }
 
 /** Waits until `url` answers below 500; fails at once if `child`, the server behind it, has exited. */

@@ -11,6 +11,12 @@ export interface SequencerLog {
 export interface SequencerOptions {
   /** How often committed events are looked for when nothing woke the sequencer (another instance's, say). */
   pollMs: number
+  /**
+   * The least time from the end of one background run to the start of the next: a write that wakes an idle
+   * sequencer has its events placed at once, and under a stream of writes each run places what the gap gathered,
+   * rather than a sequencing transaction (seven statements) running for each write.
+   */
+  gapMs: number
   /** Events given their place per transaction. */
   batch: number
   /** Events are kept this long (EVENT_RETENTION_SECONDS), then purged in batches. */
@@ -21,7 +27,7 @@ export interface SequencerOptions {
 }
 
 export const SEQUENCER_DEFAULTS: SequencerOptions = {
-  pollMs: 1000, batch: 500, retentionMs: 30 * 86_400_000, purgeBatch: 500, purgeEveryMs: 60_000
+  pollMs: 1000, gapMs: 20, batch: 500, retentionMs: 30 * 86_400_000, purgeBatch: 500, purgeEveryMs: 60_000
 }
 
 // The sequencer's own statements, run after every write that wrote events: compiled once (database/compiled.ts).
@@ -39,8 +45,16 @@ export interface Sequenced {
   position: number
 }
 
-/** Runs in the sequencing transaction, with the events it placed: what must follow the feed in its order. */
-export type OnSequenced = (trx: Trx, events: Sequenced[]) => Promise<void>
+/**
+ * Runs in the sequencing transaction, with the events it placed: what must follow the feed in its order. Resolves
+ * to whether it wrote anything that someone must be told of once the transaction has committed.
+ */
+export type OnSequenced = (trx: Trx, events: Sequenced[]) => Promise<boolean>
+
+interface Follower {
+  follow: OnSequenced
+  committed: () => void
+}
 
 /**
  * Gives committed events their place in the feed, in the background. An event is written in its change's
@@ -57,24 +71,22 @@ export class Sequencer {
   private again = false
   private stopped = true
   private lastPurge = 0
+  /** When the last background run ended (performance.now()). */
+  private lastEnded = -Infinity
   private readonly options: SequencerOptions
 
-  private readonly followers: OnSequenced[] = []
+  private readonly followers: Follower[] = []
 
   constructor(private readonly db: Db, private readonly log: SequencerLog, options: Partial<SequencerOptions> = {}) {
     this.options = { ...SEQUENCER_DEFAULTS, ...options }
   }
 
-  private readonly placedListeners: Array<() => void> = []
-
-  /** Called after a sequencing transaction that placed events committed. */
-  onPlaced(listener: () => void): void {
-    this.placedListeners.push(listener)
-  }
-
-  /** Runs `follower` in every sequencing transaction, with the events it placed (webhook deliveries are written so). */
-  follow(follower: OnSequenced): void {
-    this.followers.push(follower)
+  /**
+   * Runs `follow` in every sequencing transaction, with the events it placed (webhook deliveries are written so), and
+   * `committed` once such a transaction has committed, if `follow` wrote something in it.
+   */
+  follow(follow: OnSequenced, committed: () => void = () => {}): void {
+    this.followers.push({ follow, committed })
   }
 
   /** Starts the background runs: the first at once, or at the first poll when `caughtUp` (catchUp() just ran). */
@@ -83,11 +95,18 @@ export class Sequencer {
     this.schedule(caughtUp ? this.options.pollMs : 0)
   }
 
-  /** Events were committed: place them now rather than at the next poll. */
+  /** Events were committed: place them now (or once the gap since the last run has passed) rather than at the next poll. */
   wake(): void {
     if (this.stopped) return
     if (this.running) this.again = true
-    else this.schedule(0)
+    else if (!this.soon) this.schedule(this.gapLeft())
+  }
+
+  /** Whether a run is scheduled within the gap already. */
+  private soon = false
+
+  private gapLeft(): number {
+    return Math.max(0, Math.ceil(this.lastEnded + this.options.gapMs - performance.now()))
   }
 
   /**
@@ -107,31 +126,37 @@ export class Sequencer {
 
   private schedule(ms: number): void {
     clearTimeout(this.timer)
+    this.soon = ms <= this.options.gapMs
     this.timer = setTimeout(() => this.run(), ms)
     this.timer.unref()
   }
 
   private run(): void {
+    this.soon = false
     if (this.running || this.stopped) return
     this.again = false
     this.running = this.sequenceAll().then(() => this.purgeIfDue())
       .catch((err: unknown) => this.log.warn({ err }, 'events: could not place committed events in the feed; trying again'))
       .finally(() => {
         this.running = undefined
-        if (!this.stopped) this.schedule(this.again ? 0 : this.options.pollMs)
+        this.lastEnded = performance.now()
+        if (!this.stopped) this.schedule(this.again ? this.options.gapMs : this.options.pollMs)
       })
   }
 
   /** Places committed events until none is left without a place. */
   private async sequenceAll(): Promise<void> {
     for (;;) {
-      const placed = await inTransaction(this.db, (trx) => this.sequence(trx))
-      if (placed > 0) for (const listener of this.placedListeners) listener()
+      const told: Array<() => void> = []
+      const placed = await inTransaction(this.db, (trx) => this.sequence(trx, told))
+      for (const tell of told) tell()
       if (placed < this.options.batch) return
     }
   }
 
-  private async sequence(trx: Trx): Promise<number> {
+  /** One sequencing transaction; `told` gathers whom to tell once it has committed (emptied first: it may be retried). */
+  private async sequence(trx: Trx, told: Array<() => void>): Promise<number> {
+    told.length = 0
     const counter = (await lockedCounter(trx)).rows[0]
     if (!counter) throw new Error('event_sequence has no row for the events')
     const last = Number(counter.value)
@@ -143,7 +168,7 @@ export class Sequencer {
       .set({ position: sql<number>`case id ${sql.join(placed.map((e) => sql`when ${e.id} then ${e.position}`), sql` `)} end` })
       .where('id', 'in', placed.map((e) => e.id)).execute()
     await trx.updateTable('event_sequence').set({ value: last + placed.length }).where('name', '=', 'events').execute()
-    for (const follower of this.followers) await follower(trx, placed)
+    for (const follower of this.followers) if (await follower.follow(trx, placed)) told.push(follower.committed)
     return placed.length
   }
 

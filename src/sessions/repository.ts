@@ -17,8 +17,15 @@ export function listSessions(db: Db, userId: number, now: number, afterId: numbe
     .orderBy('id').limit(limit + 1).execute()
 }
 
+const sessionInsert = reusable((
+  db, userId: number, createdAt: number, lastUsedAt: number, client: string, expiresAt: number, endsAt: number
+) => db.insertInto('sessions').values({
+  user_id: userId, created_at: createdAt, last_used_at: lastUsedAt, client, expires_at: expiresAt, ends_at: endsAt
+}), [-1, -2, -3, '\u0000client', -4, -5])
+
 export async function insertSession(trx: Trx, values: Insertable<SessionsTable>): Promise<number> {
-  const result = await trx.insertInto('sessions').values(values).executeTakeFirstOrThrow()
+  const v = values
+  const result = await sessionInsert(trx, v.user_id, v.created_at, v.last_used_at, v.client, v.expires_at, v.ends_at)
   return Number(result.insertId)
 }
 
@@ -30,12 +37,15 @@ export async function renewSession(trx: Trx, sessionId: number, now: number, exp
   await renewSessionRow(trx, now, expiresAt, sessionId)
 }
 
+const sessionsOfUser = reusable((db, userId: number) => db.selectFrom('sessions').select([...columns, 'ends_at'])
+  .where('user_id', '=', userId).orderBy('id'), [-1])
+
 /**
  * Before a new session: drops the user's expired sessions (ended already: no event), and ends its oldest live ones
  * past `max - 1` (`session.ended`, reason `session_limit`).
  */
 export async function makeRoom(trx: Trx, userId: number, now: number, max: number, cause: Cause): Promise<void> {
-  const rows = await trx.selectFrom('sessions').select([...columns, 'ends_at']).where('user_id', '=', userId).orderBy('id').execute()
+  const rows = (await sessionsOfUser(trx, userId)).rows
   const expired = rows.filter((r) => r.expires_at <= now || r.ends_at <= now)
   const live = rows.filter((r) => r.expires_at > now && r.ends_at > now)
   const excess = live.slice(0, Math.max(0, live.length - (max - 1)))
@@ -100,18 +110,19 @@ export async function insertToken(trx: Trx, userId: number, sessionId: number, h
   await insertTokenRow(trx, hash, userId, sessionId, now, expiresAt)
 }
 
+const credentialsByAddress = reusable((db, key: string) => db
+  .selectFrom('emails')
+  .innerJoin('users', 'users.id', 'emails.user_id')
+  .select(['users.id', 'users.password_hash', 'users.status'])
+  .where('emails.address_norm', '=', key)
+  .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)])), ['\u0000key'])
+
 /**
  * What a password is checked against: the user owning an address that may log in, its primary address or any of
  * its verified ones. An unverified secondary address finds nobody, as an unknown one does.
  */
-export function findCredentials(db: Db, address: string) {
-  return db
-    .selectFrom('emails')
-    .innerJoin('users', 'users.id', 'emails.user_id')
-    .select(['users.id', 'users.password_hash', 'users.status'])
-    .where('emails.address_norm', '=', addressLookupKey(address) ?? '')
-    .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
-    .executeTakeFirst()
+export async function findCredentials(db: Db, address: string) {
+  return (await credentialsByAddress(db, addressLookupKey(address) ?? '')).rows[0]
 }
 
 export async function deleteToken(db: Db | Trx, hash: string): Promise<void> {

@@ -12,14 +12,15 @@ export const patternsOf = (events: string): string[] => JSON.parse(events) as st
 /**
  * Writes a delivery for each event placed in the feed and each enabled webhook subscribed to its type, in the
  * sequencing transaction and in feed order: a webhook's deliveries follow the feed, and an event placed is an event
- * whose deliveries exist. Each holds the event as it is presented, and the event's id (`webhook-id`).
+ * whose deliveries exist. Each holds the event as it is presented, and the event's id (`webhook-id`). Resolves to
+ * whether it wrote any.
  */
-export async function fanOut(trx: Trx, placed: Sequenced[]): Promise<void> {
+export async function fanOut(trx: Trx, placed: Sequenced[]): Promise<boolean> {
   const hooks = (await subscribers(trx)).map((h) => ({ id: h.id, patterns: patternsOf(h.events) }))
-  if (hooks.length === 0) return
+  if (hooks.length === 0) return false
   const wanted = (type: EventType) => hooks.filter((h) => h.patterns.some((p) => covers(p, type)))
   const matched = placed.filter((e) => wanted(e.type).length > 0)
-  if (matched.length === 0) return
+  if (matched.length === 0) return false
   const rows = await trx.selectFrom('events').select(EVENT_COLUMNS).where('id', 'in', matched.map((e) => e.id)).execute()
   const byId = new Map(rows.map((r) => [r.id, r]))
   const messages: NewMessage[] = []
@@ -32,4 +33,5 @@ export async function fanOut(trx: Trx, placed: Sequenced[]): Promise<void> {
     }
   }
   await enqueue(trx, messages, Date.now())
+  return messages.length > 0
 }

@@ -37,9 +37,9 @@ async function webhookDelivery(app: FastifyInstance, options: WebhookPluginOptio
     ...options.delivery
   }
   app.outbox.add(new WebhookKind(app.db, new Poster({ timeoutMs: delivery.timeoutMs, rules, resolve }), delivery, app.log))
-  app.sequencer.follow(fanOut)
-  // Deliveries are written when events are placed: the outbox looks at once rather than at its next poll.
-  app.sequencer.onPlaced(() => app.outbox.wake())
+  // Deliveries are written when events are placed: the outbox looks at once rather than at its next poll, and only
+  // then (events no webhook takes cost the outbox nothing).
+  app.sequencer.follow(fanOut, () => app.outbox.wake())
 }
 
 export default fp(webhookDelivery, { name: 'webhook-delivery', dependencies: ['outbox', 'events'] })

@@ -282,3 +282,34 @@ t.test('events committed during the start (the first admin\'s creation) are plac
   t.ok(events.some((e) => e.type === 'user.created'), 'the first admin\'s creation is an event')
   t.same(events.filter((e) => e.position === null), [], 'and every event has its place in the feed')
 })
+
+t.test('a stream of writes is placed a gap at a time: one sequencing run for what the gap gathered', async (t) => {
+  const app = await build(t, { events: { gapMs: 400, pollMs: 60_000 } })
+  const runs: Array<{ at: number; events: number }> = []
+  app.sequencer.follow(async (_trx, placed) => {
+    runs.push({ at: performance.now(), events: placed.length })
+    return false
+  })
+  const write = async (order: string) => {
+    await app.db.transaction().execute((trx) => recordEvent(trx, systemCause(''), 'user.updated', null, { order }))
+    app.sequencer.wake()
+  }
+  const placedAll = async () => (await app.db.selectFrom('events').select('id').where('position', 'is', null).execute()).length === 0
+  const until = async (check: () => Promise<boolean> | boolean) => {
+    for (let i = 0; i < 100 && !(await check()); i++) await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  // An idle sequencer places a write's event at once.
+  const woken = performance.now()
+  await write('alone')
+  await until(() => runs.length === 1)
+  t.same(runs.map((r) => r.events), [1])
+  t.ok(runs[0]!.at - woken < 300, 'placed without waiting for a gap')
+  // Writes within the gap after that run wait for it, and are placed together.
+  await write('a')
+  await write('b')
+  await write('c')
+  await until(placedAll)
+  await until(() => runs.length === 2)
+  t.same(runs.map((r) => r.events), [1, 3], 'one run for the three')
+  t.ok(runs[1]!.at - runs[0]!.at >= 390, 'the second run waited for the gap')
+})

@@ -128,6 +128,39 @@ t.test('every event is delivered, signed per Standard Webhooks, in feed order, o
   t.same((await deliveries(app, admin, hook.id, '&status=failed')), [])
 })
 
+t.test('placing events wakes the outbox only when a webhook takes one, and then at once', async (t) => {
+  const receiver = await Receiver.start(t)
+  // The outbox polls once a minute: a delivery that arrives within seconds was woken for.
+  const app = await build(t, { mail: { pollMs: 60_000 }, events: { pollMs: 50 }, env: LOCAL })
+  const admin = await adminUser(app)
+  const user = await newUser(app)
+  const placed = async () => {
+    const rows = await app.db.selectFrom('events').select('id').where('position', 'is', null).execute()
+    return rows.length === 0
+  }
+  const rename = async (name: string) => {
+    const res = await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: user.headers, payload: { name } })
+    t.equal(res.statusCode, 200, res.body)
+  }
+  await until('the start\'s events placed', placed)
+  let wakes = 0
+  const wake = app.outbox.wake.bind(app.outbox)
+  app.outbox.wake = () => { wakes += 1; wake() }
+
+  await rename('Nobody Listens')
+  await until('the rename placed', placed)
+  t.equal(wakes, 0, 'an event no webhook takes does not wake the outbox')
+
+  const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.updated'] })
+  receiver.secrets = [hook.secret]
+  await until('the webhook\'s creation placed', placed)
+  wakes = 0
+  await rename('Someone Listens')
+  await until('the delivery arrives long before the outbox polls', () => receiver.received.length === 1, 5_000)
+  t.equal(wakes, 1, 'the delivery written with the placing woke the outbox once')
+  t.equal(receiver.received[0]!.event.type, 'user.updated')
+})
+
 t.test('a receiver down for a while gets every event once it is back; duplicates only with the same webhook-id', async (t) => {
   const receiver = await Receiver.start(t)
   const app = await build(t, { ...FAST, env: LOCAL })
