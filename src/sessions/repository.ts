@@ -33,7 +33,7 @@ const renewSessionRow = reusable((db, now: number, expiresAt: number, sessionId:
   .set({ last_used_at: now, expires_at: expiresAt }).where('id', '=', sessionId), [-1, -2, -3])
 
 /** A session renewed by a refresh: used now, alive until `expiresAt`. */
-export async function renewSession(trx: Trx, sessionId: number, now: number, expiresAt: number): Promise<void> {
+async function renewSession(trx: Trx, sessionId: number, now: number, expiresAt: number): Promise<void> {
   await renewSessionRow(trx, now, expiresAt, sessionId)
 }
 
@@ -97,6 +97,26 @@ export async function insertRefresh(trx: Trx, sessionId: number, hash: string, n
 
 const spendRefreshRow = reusable((db, now: number, id: number) => db.updateTable('refresh_tokens').set({ used_at: now })
   .where('id', '=', id).where('used_at', 'is', null), [-1, -2])
+
+// MySQL updates both rows in one statement (a multi-table UPDATE); SQLite, which updates one table a statement, in two.
+const spendAndRenewRows = reusable((db, now: number, lastUsedAt: number, expiresAt: number, tokenId: number, sessionId: number) => db
+  .updateTable(['refresh_tokens', 'sessions'])
+  .set('refresh_tokens.used_at', now).set('sessions.last_used_at', lastUsedAt).set('sessions.expires_at', expiresAt)
+  .where('refresh_tokens.id', '=', tokenId).where('refresh_tokens.used_at', 'is', null)
+  .where('sessions.id', '=', sessionId).whereRef('sessions.id', '=', 'refresh_tokens.session_id'), [-1, -2, -3, -4, -5])
+
+/**
+ * Spends a refresh token and renews its session (used now, alive until `expiresAt`), both or neither: false when the
+ * token was spent already (or is gone). The caller holds the user's lock, which every revocation takes first.
+ */
+export async function spendAndRenew(trx: Trx, tokenId: number, sessionId: number, now: number, expiresAt: number): Promise<boolean> {
+  if (!locksRows(trx)) {
+    if (!(await spendRefresh(trx, tokenId, now))) return false
+    await renewSession(trx, sessionId, now, expiresAt)
+    return true
+  }
+  return ((await spendAndRenewRows(trx, now, now, expiresAt, tokenId, sessionId)).numAffectedRows ?? 0n) > 0n
+}
 
 /** Spends a refresh token; false when it was spent already (or is gone). */
 export async function spendRefresh(trx: Trx, id: number, now: number): Promise<boolean> {

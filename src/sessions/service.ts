@@ -15,7 +15,7 @@ import type { LoginGuard } from '../limits/login-guard.js'
 import type { LoginResult } from '../metrics/kinds.js'
 import {
   deleteToken, findCredentials, findRefresh, findSignInAddress, insertRefresh, insertSession, insertToken, listSessions, lockCredentials,
-  makeRoom, refreshSpent, renewSession, spendRefresh, type SessionRow
+  makeRoom, refreshSpent, spendAndRenew, spendRefresh, type RefreshRow, type SessionRow
 } from './repository.js'
 
 export interface SessionsOptions {
@@ -171,27 +171,34 @@ export class SessionsService {
     // Its user is learnt first, so that the user row is locked before the token's row, in the order every
     // revocation takes them.
     const seen = await findRefresh(this.db, hash)
-    if (!seen) throw invalidGrant()
-    const outcome = await inTransaction(this.db, async (trx): Promise<Issued | 'invalid' | 'reused'> => {
+    const outcome = seen ? await this.rotate(seen, cause) : 'invalid'
+    if (outcome === 'reused') throw new Unauthenticated('This refresh token was used already: its session has ended', 'REFRESH_TOKEN_REUSED')
+    if (outcome === 'invalid') throw invalidGrant()
+    return outcome
+  }
+
+  /** The transaction of a refresh: the user locked, the token spent, its session renewed and a new pair issued. */
+  private rotate(seen: RefreshRow, cause: Cause): Promise<Issued | 'invalid' | 'reused'> {
+    return inTransaction(this.db, async (trx): Promise<Issued | 'invalid' | 'reused'> => {
       const now = Date.now()
       const user = await lockCredentials(trx, seen.session.user_id)
       if (!user || user.status !== 'ACTIVE') return 'invalid'
-      // Spent under the user's lock. What was read before holds if the spend takes: the session has one live refresh
-      // token, this one, so nothing renewed the session meanwhile, and a revocation would have taken the token with it.
-      if (seen.used_at !== null || !(await spendRefresh(trx, seen.id, now))) {
+      // Spent under the user's lock (an expired one too, without renewing its session), and the session renewed in the
+      // same statement. What was read before holds if the spend takes: the session has one live refresh token, this
+      // one, so nothing renewed the session meanwhile, and a revocation would have taken the token with it.
+      const expired = seen.expires_at <= now || seen.session.expires_at <= now || seen.ends_at <= now
+      const expiresAt = Math.min(now + this.options.refreshTtlSeconds * 1000, seen.ends_at)
+      const spent = seen.used_at === null &&
+        (expired ? await spendRefresh(trx, seen.id, now) : await spendAndRenew(trx, seen.id, seen.session.id, now, expiresAt))
+      if (!spent) {
         // Spent before (a replay) or gone with its session (revoked meanwhile): told apart on this path alone.
         if (seen.used_at === null && !(await refreshSpent(trx, seen.id))) return 'invalid'
         await endSession(trx, user.id, seen.session.id, cause, 'replay_detected')
         return 'reused'
       }
-      if (seen.expires_at <= now || seen.session.expires_at <= now || seen.ends_at <= now) return 'invalid'
-      const expiresAt = Math.min(now + this.options.refreshTtlSeconds * 1000, seen.ends_at)
-      await renewSession(trx, seen.session.id, now, expiresAt)
+      if (expired) return 'invalid'
       return this.issue(trx, credentialsOf(user), { ...seen.session, last_used_at: now, expires_at: expiresAt }, now)
     })
-    if (outcome === 'reused') throw new Unauthenticated('This refresh token was used already: its session has ended', 'REFRESH_TOKEN_REUSED')
-    if (outcome === 'invalid') throw invalidGrant()
-    return outcome
   }
 
   /** Ends the caller's session (a token from before sessions is revoked alone). */

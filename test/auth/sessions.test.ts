@@ -41,6 +41,31 @@ t.test('refresh rotates the pair; a spent refresh token presented again ends the
   t.equal((await app.db.selectFrom('sessions').select('id').where('user_id', '=', user.id).execute()).length, 0, 'no session left')
 })
 
+t.test('a refresh spends its token and renews its session together; an expired token renews nothing', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app)
+  const sessionRow = () => app.db.selectFrom('sessions').select(['last_used_at', 'expires_at']).where('id', '=', user.sessionId).executeTakeFirstOrThrow()
+  const tokenRow = (id: number) => app.db.selectFrom('refresh_tokens').select(['used_at', 'expires_at']).where('id', '=', id).executeTakeFirstOrThrow()
+  const tokenIds = async () => (await app.db.selectFrom('refresh_tokens').select('id').where('session_id', '=', user.sessionId).orderBy('id').execute()).map((r) => r.id)
+  // Both ends of the session's life pushed back, so that a renewal shows.
+  const past = Date.now() - 60_000
+  await app.db.updateTable('sessions').set({ last_used_at: past, expires_at: Date.now() + 60_000 }).where('id', '=', user.sessionId).execute()
+  const [first] = await tokenIds()
+  const renewed = await refresh(app, user.refreshToken)
+  t.equal(renewed.statusCode, 201, renewed.body)
+  const after = await sessionRow()
+  t.ok(after.last_used_at > past, 'used now')
+  t.ok(after.expires_at > Date.now() + 29 * 86_400_000, 'alive for REFRESH_TOKEN_TTL_SECONDS again')
+  t.not((await tokenRow(first!)).used_at, null, 'the token presented is spent')
+
+  // The new refresh token, expired: it is spent and refused, and its session is left as it was.
+  const [, second] = await tokenIds()
+  await app.db.updateTable('refresh_tokens').set({ expires_at: Date.now() - 1 }).where('id', '=', second!).execute()
+  assertProblem(t, await refresh(app, renewed.json().refresh_token), 401, 'INVALID_GRANT', 'an expired refresh token')
+  t.same(await sessionRow(), after, 'the session was not renewed')
+  t.not((await tokenRow(second!)).used_at, null, 'the expired token is spent')
+})
+
 t.test('bad refresh tokens: INVALID_GRANT, never a 400 with details or a 500', async (t) => {
   const app = await build(t)
   const user = await newUser(app)
