@@ -9,6 +9,14 @@ import { statement } from '../tracing/spans.js'
 /** Statements sent as server-side prepared statements; everything else (DDL, transaction control) goes as text. */
 const PREPARED = /^\s*(select|insert|update|delete|with)\b/i
 
+/**
+ * A statement with more values than this goes as text even so: its shape follows a list's length (the events a
+ * sequencing run places, the ids of a batch), so each length would be prepared once on every connection and kept
+ * there, with the description of each of its parameters: about 3.4 MB a connection for lists of 1 to 100 values,
+ * which the write scenarios grew the heap by. The statements of the hot paths have far fewer.
+ */
+export const MAX_PREPARED_PARAMETERS = 32
+
 /** MariaDB and MySQL refuse more prepared statements than max_prepared_stmt_count (16 382 by default), server-wide. */
 const TOO_MANY_STATEMENTS = 'ER_MAX_PREPARED_STMT_COUNT_REACHED'
 
@@ -43,7 +51,7 @@ export class DatabaseTimeout extends Error {
  * text form. Callbacks throughout: no promise per step.
  */
 function send(on: PoolConnection, sql: string, parameters: readonly unknown[], done: (err: QueryError | null, result?: QueryResult<Row>) => void): void {
-  const prepared = PREPARED.test(sql)
+  const prepared = parameters.length <= MAX_PREPARED_PARAMETERS && PREPARED.test(sql)
   const answered = (err: QueryError | null, result: unknown) => {
     if (!err) return done(null, toQueryResult(result))
     if (prepared && err.code === TOO_MANY_STATEMENTS) return on.query(sql, parameters as unknown[], answered)

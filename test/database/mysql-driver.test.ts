@@ -1,5 +1,6 @@
 import { sql } from 'kysely'
 import t from 'tap'
+import { MAX_PREPARED_PARAMETERS } from '../../src/database/mysql-driver.js'
 import { build, ENGINE } from '../helpers.js'
 
 // The MySQL driver (src/database/mysql-driver.ts) against Kysely's contract: what it changes (prepared statements,
@@ -52,6 +53,26 @@ t.test('MySQL: data statements run prepared, transactions keep one connection, a
   } finally {
     await sql`set global max_prepared_stmt_count = ${sql.lit(saved)}`.execute(db)
   }
+})
+
+t.test('MySQL: a statement whose values follow a list\'s length is not prepared for each length', mysqlOnly, async (t) => {
+  const app = await build(t, { env: { DB_POOL_SIZE: '1' } })
+  await app.outbox.stop()
+  await app.sequencer.stop()
+  const db = app.db
+  const counter = async (name: string) => {
+    const { rows } = await sql<{ Value: string }>`show session status like ${sql.lit(name)}`.execute(db)
+    return Number(rows[0]?.Value)
+  }
+  const ids = (n: number) => Array.from({ length: n }, (_, i) => -1 - i)
+  const prepared = await counter('Com_stmt_prepare')
+  for (let n = MAX_PREPARED_PARAMETERS + 1; n <= MAX_PREPARED_PARAMETERS + 40; n++) {
+    t.same(await db.selectFrom('users').select('id').where('id', 'in', ids(n)).execute(), [])
+  }
+  t.equal((await counter('Com_stmt_prepare')) - prepared, 0, '40 lengths past the bound: none prepared, none kept on the connection')
+  const before = await counter('Com_stmt_prepare')
+  for (const n of [3, 4, 3]) await db.selectFrom('users').select('id').where('id', 'in', ids(n)).execute()
+  t.equal((await counter('Com_stmt_prepare')) - before, 2, 'short lists are prepared once a length, and reused')
 })
 
 t.test('db.connection() holds one connection from its first statement to its end, as Kysely promises', mysqlOnly, async (t) => {
