@@ -8,7 +8,7 @@
 // - POST /auth/tokens with an address and a password (a login): find the user by the address, verify the password
 //   against its argon2id hash (the same library, the stored hash's own parameters), then lock the user, read its
 //   sessions (the room a new one needs), insert the session, the access and refresh tokens and the session.created
-//   event, commit: 8 round trips.
+//   event, commit: 9 round trips.
 import { createHash, randomBytes } from 'node:crypto'
 import http from 'node:http'
 import { verify } from '@node-rs/argon2'

@@ -506,9 +506,10 @@ async function main() {
         `(target ≥ 0.95), p99 ${fmt(prepared.p99, 2)}× (target ≤ 1.10)`)
       console.log(`Rounds (req/s of baseline, baseline-prepared, roster): ${rounds.map((r, i) => `${i + 1}: ${TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
-    const writeRatios: Record<string, ReturnType<typeof ratiosOf> & { mainThreadCpu?: number }> = {}
+    type WriteRatio = ReturnType<typeof ratiosOf> & { mainThreadCpu?: number }
+    const writeRatios: Record<string, WriteRatio> = {}
     for (const [scenario, measured] of Object.entries(writeRounds)) {
-      const ratio: ReturnType<typeof ratiosOf> & { mainThreadCpu?: number } = writeRatios[scenario] = ratiosOf(measured, 'roster', 'baseline-writes')
+      const ratio: WriteRatio = writeRatios[scenario] = ratiosOf(measured, 'roster', 'baseline-writes')
       const cpu = (target: WriteTarget) => combine(measured.map((r) => r[target])).cpuUsPerRequest
       const mainCpu = (target: WriteTarget) => combine(measured.map((r) => r[target])).mainThreadCpuUsPerRequest
       const statements = (target: WriteTarget) => median(measured.map((r) => r[target].statementsPerRequest ?? 0))

@@ -12,8 +12,8 @@ const PREPARED = /^\s*(select|insert|update|delete|with)\b/i
 /**
  * A statement with more values than this goes as text even so: its shape follows a list's length (the events a
  * sequencing run places, the ids of a batch), so each length would be prepared once on every connection and kept
- * there, with the description of each of its parameters: about 3.4 MB a connection for lists of 1 to 100 values,
- * which the write scenarios grew the heap by. The statements of the hot paths have far fewer.
+ * there, with the description of each of its parameters: about 3.4 MB a connection for lists of 1 to 100 values
+ * (BENCHMARKS.md, Memory). The statements of the hot paths have far fewer.
  */
 export const MAX_PREPARED_PARAMETERS = 32
 

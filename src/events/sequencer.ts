@@ -149,7 +149,13 @@ export class Sequencer {
     for (;;) {
       const told: Array<() => void> = []
       const placed = await inTransaction(this.db, (trx) => this.sequence(trx, told))
-      for (const tell of told) tell()
+      for (const tell of told) {
+        try {
+          tell()
+        } catch (err) {
+          this.log.warn({ err }, 'events: a follower could not be told of a placing; what it wrote waits for its next poll')
+        }
+      }
       if (placed < this.options.batch) return
     }
   }

@@ -23,10 +23,9 @@ const sessionInsert = reusable((
   user_id: userId, created_at: createdAt, last_used_at: lastUsedAt, client, expires_at: expiresAt, ends_at: endsAt
 }), [-1, -2, -3, '\u0000client', -4, -5])
 
-export async function insertSession(trx: Trx, values: Insertable<SessionsTable>): Promise<number> {
-  const v = values
-  const result = await sessionInsert(trx, v.user_id, v.created_at, v.last_used_at, v.client, v.expires_at, v.ends_at)
-  return Number(result.insertId)
+export async function insertSession(trx: Trx, values: Omit<Insertable<SessionsTable>, 'id'>): Promise<number> {
+  const { user_id: userId, created_at: createdAt, last_used_at: lastUsedAt, client, expires_at: expiresAt, ends_at: endsAt } = values
+  return Number((await sessionInsert(trx, userId, createdAt, lastUsedAt, client, expiresAt, endsAt)).insertId)
 }
 
 const renewSessionRow = reusable((db, now: number, expiresAt: number, sessionId: number) => db.updateTable('sessions')
@@ -99,6 +98,7 @@ const spendRefreshRow = reusable((db, now: number, id: number) => db.updateTable
   .where('id', '=', id).where('used_at', 'is', null), [-1, -2])
 
 // MySQL updates both rows in one statement (a multi-table UPDATE); SQLite, which updates one table a statement, in two.
+// `now` is passed twice (spent at, last used at): each value of a compiled statement has a marker of its own.
 const spendAndRenewRows = reusable((db, now: number, lastUsedAt: number, expiresAt: number, tokenId: number, sessionId: number) => db
   .updateTable(['refresh_tokens', 'sessions'])
   .set('refresh_tokens.used_at', now).set('sessions.last_used_at', lastUsedAt).set('sessions.expires_at', expiresAt)
@@ -107,9 +107,12 @@ const spendAndRenewRows = reusable((db, now: number, lastUsedAt: number, expires
 
 /**
  * Spends a refresh token and renews its session (used now, alive until `expiresAt`), both or neither: false when the
- * token was spent already (or is gone). The caller holds the user's lock, which every revocation takes first.
+ * token was spent already (or is gone). The caller holds the user's lock, which every revocation takes first; within
+ * the statement MySQL locks the two rows in the order it chooses (a deadlock with the purge, which takes no user
+ * lock, is retried as any other).
  */
 export async function spendAndRenew(trx: Trx, tokenId: number, sessionId: number, now: number, expiresAt: number): Promise<boolean> {
+  // The engines that lock rows (MySQL, MariaDB) are the ones with a multi-table UPDATE.
   if (!locksRows(trx)) {
     if (!(await spendRefresh(trx, tokenId, now))) return false
     await renewSession(trx, sessionId, now, expiresAt)
