@@ -73,6 +73,8 @@ export class Sequencer {
   private lastPurge = 0
   /** When the last background run ended (performance.now()). */
   private lastEnded = -Infinity
+  /** Whether the timer is set to run within the gap already (a later wake need not set it again). */
+  private soon = false
   private readonly options: SequencerOptions
 
   private readonly followers: Follower[] = []
@@ -101,9 +103,6 @@ export class Sequencer {
     if (this.running) this.again = true
     else if (!this.soon) this.schedule(this.gapLeft())
   }
-
-  /** Whether a run is scheduled within the gap already. */
-  private soon = false
 
   private gapLeft(): number {
     return Math.max(0, Math.ceil(this.lastEnded + this.options.gapMs - performance.now()))
@@ -147,8 +146,7 @@ export class Sequencer {
   /** Places committed events until none is left without a place. */
   private async sequenceAll(): Promise<void> {
     for (;;) {
-      const told: Array<() => void> = []
-      const placed = await inTransaction(this.db, (trx) => this.sequence(trx, told))
+      const { placed, told } = await inTransaction(this.db, (trx) => this.sequence(trx))
       for (const tell of told) {
         try {
           tell()
@@ -160,22 +158,22 @@ export class Sequencer {
     }
   }
 
-  /** One sequencing transaction; `told` gathers whom to tell once it has committed (emptied first: it may be retried). */
-  private async sequence(trx: Trx, told: Array<() => void>): Promise<number> {
-    told.length = 0
+  /** One sequencing transaction: how many events it placed, and whom to tell once it has committed. */
+  private async sequence(trx: Trx): Promise<{ placed: number; told: Array<() => void> }> {
+    const told: Array<() => void> = []
     const counter = (await lockedCounter(trx)).rows[0]
     if (!counter) throw new Error('event_sequence has no row for the events')
     const last = Number(counter.value)
     // Read after the lock is held: every event committed by now is seen, and any committed later gets a later place.
     const rows = (await unplacedEvents(trx, this.options.batch)).rows
-    if (rows.length === 0) return 0
+    if (rows.length === 0) return { placed: 0, told }
     const placed = rows.map((r, i) => ({ id: r.id, type: r.type, position: last + i + 1 }))
     await trx.updateTable('events')
       .set({ position: sql<number>`case id ${sql.join(placed.map((e) => sql`when ${e.id} then ${e.position}`), sql` `)} end` })
       .where('id', 'in', placed.map((e) => e.id)).execute()
     await trx.updateTable('event_sequence').set({ value: last + placed.length }).where('name', '=', 'events').execute()
     for (const follower of this.followers) if (await follower.follow(trx, placed)) told.push(follower.committed)
-    return placed.length
+    return { placed: placed.length, told }
   }
 
   /** Deletes events older than the retention, a batch per statement, at most once every purgeEveryMs. */
