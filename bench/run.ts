@@ -259,10 +259,13 @@ async function drainScenario(main: ChildProcess, adminToken: string): Promise<Dr
 const WRITE_TARGETS = ['baseline-writes', 'roster'] as const
 type WriteTarget = typeof WRITE_TARGETS[number]
 
-/** The bare write baseline (bench/baseline-writes.mjs) on the same database. */
+/**
+ * The bare write baseline (bench/baseline-writes.mjs) on the same database, with as many connections as Roster's two
+ * pools hold together (DB_POOL_SIZE for statements and as many for transactions).
+ */
 function startWriteBaseline(): ChildProcess {
   return fork('bench/baseline-writes.mjs', [], {
-    env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(WRITE_BASELINE_PORT), POOL_SIZE: '10' },
+    env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(WRITE_BASELINE_PORT), POOL_SIZE: '20' },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc']
   })
 }

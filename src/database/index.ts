@@ -7,7 +7,7 @@ import type { Database } from '../../db/types.js'
 import { migrationProvider } from '../../db/migrations/index.js'
 import { StartupError } from '../common/errors.js'
 import type { PoolUse } from '../metrics/kinds.js'
-import { connectionsHeld, PreparingMysqlDialect, readRows } from './mysql-driver.js'
+import { connectionsHeld, PreparingMysqlDialect, readRows, TRANSACTION_POOL_SETUP, type Pools } from './mysql-driver.js'
 import { cachingStatements } from './sqlite.js'
 
 /** The database handle every repository takes. */
@@ -96,9 +96,10 @@ export function sqlitePath(url: string): string {
 export function createDatabase(options: DatabaseOptions): OpenDatabase {
   const url = options.url ?? `sqlite:${DEFAULT_SQLITE_FILE}`
   if (url.startsWith('mysql://')) {
-    const pool = createPool({
+    // DB_POOL_SIZE connections for statements outside transactions, and as many for transactions.
+    const size = options.poolSize ?? 10
+    const poolOptions = {
       uri: url,
-      connectionLimit: options.poolSize ?? 10,
       queueLimit: options.queueLimit ?? 1000,
       waitForConnections: true,
       enableKeepAlive: true,
@@ -107,19 +108,28 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
       // Prepared statements kept per connection. Roster has a few dozen statement texts; the bound keeps a pool
       // far below the server-wide max_prepared_stmt_count even with several instances on one server.
       maxPreparedStatements: MAX_PREPARED_STATEMENTS
+    }
+    const pools: Pools = {
+      statements: createPool({ ...poolOptions, connectionLimit: size }),
+      transactions: createPool({ ...poolOptions, connectionLimit: size })
+    }
+    // Set once per connection, so that a transaction costs no statement to begin (Pools, in mysql-driver.ts).
+    pools.statements.on('connection', (connection) => { connection.query(READ_COMMITTED) })
+    pools.transactions.on('connection', (connection) => {
+      connection.query(READ_COMMITTED)
+      connection.query(TRANSACTION_POOL_SETUP)
     })
-    // Set once per connection, so that a transaction costs no statement more than its begin.
-    pool.on('connection', (connection) => { connection.query(READ_COMMITTED) })
     // A request that finds every connection taken waits in mysql2's queue: counted as it starts waiting.
     let waits = 0
-    pool.on('enqueue', () => { waits++ })
-    const size = options.poolSize ?? 10
+    pools.statements.on('enqueue', () => { waits++ })
+    pools.transactions.on('enqueue', () => { waits++ })
     const timeoutMs = options.timeoutMs ?? 2000
-    const read: DirectRead = (text, parameters) => readRows(pool, timeoutMs, text, parameters)
-    // Over the same pool, never destroyed itself: the pool ends with `db`.
-    const migrating = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool, MIGRATION_STATEMENT_MS) })
-    const db = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pool, timeoutMs) })
-    return { db, dialect: 'mysql', read, migrate: () => migrateToLatest(migrating), poolUse: () => ({ size, inUse: connectionsHeld(pool), waits }) }
+    const read: DirectRead = (text, parameters) => readRows(pools, timeoutMs, text, parameters)
+    // Over the same pools, never destroyed itself: the pools end with `db`.
+    const migrating = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pools, MIGRATION_STATEMENT_MS) })
+    const db = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pools, timeoutMs) })
+    const inUse = () => connectionsHeld(pools.statements) + connectionsHeld(pools.transactions)
+    return { db, dialect: 'mysql', read, migrate: () => migrateToLatest(migrating), poolUse: () => ({ size: 2 * size, inUse: inUse(), waits }) }
   }
   const file = sqlitePath(url)
   if (file !== ':memory:') {

@@ -23,6 +23,20 @@ const TOO_MANY_STATEMENTS = 'ER_MAX_PREPARED_STMT_COUNT_REACHED'
 type Row = Record<string, unknown>
 type Packet = { insertId?: number; affectedRows?: number; changedRows?: number }
 
+/**
+ * The two pools of one database. Statements outside a transaction run on `statements`, whose connections commit each
+ * statement by itself. Transactions run on `transactions`, whose connections have autocommit off (TRANSACTION_POOL_SETUP):
+ * there a transaction begins with its first statement, and the round trip of a `begin` is saved, since after its
+ * commit or rollback a connection holds no transaction until its next statement.
+ */
+export interface Pools {
+  statements: Pool
+  transactions: Pool
+}
+
+/** Set once on each connection of the transactions' pool (see Pools). */
+export const TRANSACTION_POOL_SETUP = 'set session autocommit = 0'
+
 /** Connections of each pool held by a session now: taken at a session's first statement, given back at its release. */
 const held = new WeakMap<Pool, { count: number }>()
 
@@ -84,11 +98,10 @@ function within(session: Session, sql: string, parameters: readonly unknown[]): 
       else resolve(result!)
     }
     if (session.connection) return send(session.connection, sql, parameters, done)
-    session.pool.getConnection((err, connection) => {
+    session.pool().getConnection((err, connection) => {
       if (err) return done(err as QueryError)
       if (settled) return connection.release() // too late: back to the pool, unused
-      session.connection = connection
-      session.held.count++
+      session.bound(connection)
       send(connection, sql, parameters, done)
     })
   })
@@ -118,18 +131,33 @@ class Session implements DatabaseConnection {
   connection: PoolConnection | undefined
   /** The connection was destroyed (it missed a deadline): nothing more is sent on it, not even a rollback. */
   broken = false
-  readonly held: { count: number }
-  constructor(readonly pool: Pool, readonly timeoutMs: number) {
-    this.held = holding(pool)
+  /**
+   * Kysely began a transaction on this session: its connection comes from the transactions' pool, and the
+   * transaction is open from its first statement until a commit or a rollback has been answered.
+   */
+  transaction: 'none' | 'begun' | 'open' = 'none'
+  private held: { count: number } | undefined
+  constructor(readonly pools: Pools, readonly timeoutMs: number) {}
+
+  pool(): Pool {
+    return this.transaction === 'none' ? this.pools.statements : this.pools.transactions
+  }
+
+  bound(connection: PoolConnection): void {
+    this.connection = connection
+    this.held = holding(this.pool())
+    this.held.count++
   }
 
   executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     if (this.broken) return Promise.reject(new DatabaseTimeout('A statement on this connection', this.timeoutMs))
+    if (this.transaction === 'begun') this.transaction = 'open'
     return statement(query.sql, () => within(this, query.sql, query.parameters)) as Promise<QueryResult<R>>
   }
 
   async *streamQuery<R>(query: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
     const connection = this.connection ?? (await this.bind())
+    if (this.transaction === 'begun') this.transaction = 'open'
     for await (const row of connection.query(query.sql, query.parameters as unknown[]).stream({ objectMode: true })) {
       yield { rows: [row as R] }
     }
@@ -139,18 +167,34 @@ class Session implements DatabaseConnection {
     return within(this, 'do 0', []).then(() => this.connection!)
   }
 
+  /**
+   * Ends the transaction with `commit` or `rollback`: nothing to send when no statement began it, nor on a broken
+   * connection (the server rolled its transaction back when it went).
+   */
+  async end(how: 'commit' | 'rollback'): Promise<void> {
+    if (this.transaction === 'open' && !this.broken) await this.executeQuery(CompiledQuery.raw(how))
+    this.transaction = 'none'
+  }
+
   break(): void {
     this.broken = true
     this.connection?.destroy()
   }
 
+  /**
+   * Back to its pool, or destroyed if a transaction may still be open on it (its commit or rollback failed): the next
+   * session must not find one there.
+   */
   release(): void {
     if (this.connection) {
-      this.connection.release()
-      this.held.count--
+      if (this.transaction === 'open' && !this.broken) this.connection.destroy()
+      else this.connection.release()
+      this.held!.count--
     }
     this.connection = undefined
+    this.held = undefined
     this.broken = false
+    this.transaction = 'none'
   }
 }
 
@@ -158,8 +202,8 @@ class Session implements DatabaseConnection {
 const savepointName = (name: string) => '`' + name.replace(/`/g, '``') + '`'
 
 /** The rows of one statement run on a pooled connection, outside Kysely's executor, within the same deadline. */
-export function readRows<Rows>(pool: Pool, timeoutMs: number, sql: string, parameters: readonly unknown[]): Promise<Rows> {
-  const session = new Session(pool, timeoutMs)
+export function readRows<Rows>(pools: Pools, timeoutMs: number, sql: string, parameters: readonly unknown[]): Promise<Rows> {
+  const session = new Session(pools, timeoutMs)
   return statement(sql, () => within(session, sql, parameters)).then(
     // The driver's rows, typed by the query that was compiled into `sql` (as Kysely types every result).
     (result) => { session.release(); return result.rows as Rows },
@@ -172,30 +216,44 @@ const SPARE_SESSIONS = 64
 
 class PreparingMysqlDriver implements Driver {
   private readonly spare: Session[] = []
-  constructor(private readonly pool: Pool, private readonly timeoutMs: number) {}
+  constructor(private readonly pools: Pools, private readonly timeoutMs: number) {}
   async init(): Promise<void> {}
 
   async acquireConnection(): Promise<DatabaseConnection> {
-    return this.spare.pop() ?? new Session(this.pool, this.timeoutMs)
+    return this.spare.pop() ?? new Session(this.pools, this.timeoutMs)
   }
 
+  /**
+   * Nothing is sent: the session takes its connection from the transactions' pool, where autocommit is off, so the
+   * transaction begins with its first statement. Settings apply to the next transaction there, which is this one.
+   * Only a session that holds a connection already (`db.connection()`) sends a `begin`.
+   */
   async beginTransaction(session: Session, settings: TransactionSettings): Promise<void> {
     const parts = [
       ...(settings.isolationLevel ? [`isolation level ${settings.isolationLevel}`] : []),
       ...(settings.accessMode ? [settings.accessMode] : [])
     ]
-    if (parts.length) await session.executeQuery(CompiledQuery.raw(`set transaction ${parts.join(', ')}`))
-    await session.executeQuery(CompiledQuery.raw('begin'))
+    const setting = parts.length ? CompiledQuery.raw(`set transaction ${parts.join(', ')}`) : undefined
+    if (session.connection) {
+      // A `db.connection()` session that ran statements before: its connection is the statements pool's.
+      if (setting) await session.executeQuery(setting)
+      await session.executeQuery(CompiledQuery.raw('begin'))
+      session.transaction = 'open'
+      return
+    }
+    session.transaction = 'begun'
+    if (setting) {
+      await session.executeQuery(setting)
+      session.transaction = 'begun' // `set transaction` began none
+    }
   }
 
   async commitTransaction(session: Session): Promise<void> {
-    await session.executeQuery(CompiledQuery.raw('commit'))
+    await session.end('commit')
   }
 
-  /** A broken connection is gone, and the server rolled its transaction back when it went: nothing to send. */
   async rollbackTransaction(session: Session): Promise<void> {
-    if (session.broken) return
-    await session.executeQuery(CompiledQuery.raw('rollback'))
+    await session.end('rollback')
   }
 
   async savepoint(session: Session, name: string): Promise<void> {
@@ -216,7 +274,8 @@ class PreparingMysqlDriver implements Driver {
   }
 
   destroy(): Promise<void> {
-    return new Promise((resolve, reject) => this.pool.end((err) => (err ? reject(err) : resolve())))
+    const end = (pool: Pool) => new Promise<void>((resolve, reject) => pool.end((err) => (err ? reject(err) : resolve())))
+    return Promise.all([end(this.pools.statements), end(this.pools.transactions)]).then(() => {})
   }
 }
 
@@ -227,6 +286,8 @@ class PreparingMysqlDriver implements Driver {
  *   statement slots;
  * - a session binds its pooled connection at its first statement, through callbacks, instead of at acquire
  *   through promises: one statement outside a transaction costs the checkout and the round trip and nothing more;
+ * - a transaction runs on a pool of its own whose connections have autocommit off (Pools): it begins with its
+ *   first statement, without the round trip of a `begin`, and a transaction that ran no statement sends nothing;
  * - released sessions are reused rather than allocated anew;
  * - every round trip has a deadline (DB_TIMEOUT_MS), the wait for a pooled connection included: a hung server is
  *   answered with DatabaseTimeout (503) at once, and the connection that missed it is destroyed.
@@ -256,9 +317,9 @@ class MigrationLockPerDatabase extends MysqlAdapter {
 
 export class PreparingMysqlDialect implements Dialect {
   /** `timeoutMs`: the deadline of one round trip, the wait for a pooled connection included. */
-  constructor(private readonly pool: Pool, private readonly timeoutMs: number) {}
+  constructor(private readonly pools: Pools, private readonly timeoutMs: number) {}
   createDriver(): Driver {
-    return new PreparingMysqlDriver(this.pool, this.timeoutMs)
+    return new PreparingMysqlDriver(this.pools, this.timeoutMs)
   }
   createQueryCompiler(): QueryCompiler {
     return new MysqlQueryCompiler()

@@ -43,11 +43,11 @@ t.test('refresh rotates the pair; a spent refresh token presented again ends the
 })
 
 t.test('a refresh spends its token and renews its session together; an expired token renews nothing', async (t) => {
-  // On MySQL one connection, so that its session's counters are the refresh's.
+  // On MySQL one connection for transactions, so that its session's counters are the refresh's: read in one too.
   const app = await build(t, ENGINE === 'mysql' ? { env: { DB_POOL_SIZE: '1' } } : {})
   const user = await newUser(app)
-  const multiTableUpdates = async () =>
-    Number((await sql<{ Value: string }>`show session status like 'Com_update_multi'`.execute(app.db)).rows[0]?.Value)
+  const multiTableUpdates = () => app.db.transaction().execute(async (trx) =>
+    Number((await sql<{ Value: string }>`show session status like 'Com_update_multi'`.execute(trx)).rows[0]?.Value))
   const sessionRow = () => app.db.selectFrom('sessions').select(['last_used_at', 'expires_at']).where('id', '=', user.sessionId).executeTakeFirstOrThrow()
   const tokenRow = (id: number) => app.db.selectFrom('refresh_tokens').select(['used_at', 'expires_at']).where('id', '=', id).executeTakeFirstOrThrow()
   const tokenIds = async () => (await app.db.selectFrom('refresh_tokens').select('id').where('session_id', '=', user.sessionId).orderBy('id').execute()).map((r) => r.id)

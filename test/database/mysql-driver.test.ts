@@ -107,3 +107,60 @@ t.test('savepoints: a rollback to one undoes only what followed it', mysqlOnly, 
   const { name } = await db.selectFrom('users').select('name').where('id', '=', id).executeTakeFirstOrThrow()
   t.equal(name, 'Before the savepoint')
 })
+
+t.test('MySQL: a transaction sends no begin; it begins with its first statement, on a pool of its own, and leaves none open', mysqlOnly, async (t) => {
+  const app = await build(t, { env: { DB_POOL_SIZE: '1' } })
+  await app.outbox.stop()
+  await app.sequencer.stop()
+  const db = app.db
+  const { id, name: original } = await db.selectFrom('users').select(['id', 'name']).where('id', '>', 0).limit(1).executeTakeFirstOrThrow()
+  const nameSeen = async () => (await db.selectFrom('users').select('name').where('id', '=', id).executeTakeFirstOrThrow()).name
+  type Seen = { connection: number; autocommit: number; begins: number }
+  // What a connection says of itself: its id, autocommit, and the `begin`s it has been sent.
+  const look = async (on: typeof db): Promise<Seen> => {
+    const { rows } = await sql<Seen>`select connection_id() as connection, @@autocommit as autocommit,
+      (select variable_value from information_schema.session_status where variable_name = 'COM_BEGIN') as begins`.execute(on)
+    const r = rows[0]!
+    return { connection: Number(r.connection), autocommit: Number(r.autocommit), begins: Number(r.begins) }
+  }
+  const outside = await look(db)
+  t.equal(outside.autocommit, 1, 'statements outside a transaction commit by themselves')
+  const first = await db.transaction().execute(async (trx) => {
+    const seen = await look(trx)
+    await trx.updateTable('users').set({ name: 'In a transaction' }).where('id', '=', id).execute()
+    t.equal(await nameSeen(), original, 'the update is not seen outside before the commit: it began a transaction')
+    return seen
+  })
+  t.equal(await nameSeen(), 'In a transaction', 'and is seen once committed')
+  t.not(first.connection, outside.connection, 'the transaction ran on a connection of the transactions\' pool')
+  t.equal(first.autocommit, 0, 'where autocommit is off')
+  const later = await db.transaction().execute((trx) => look(trx))
+  t.equal(later.connection, first.connection, 'the next transaction got the same connection (a pool of one)')
+  t.equal(later.begins, first.begins, 'no `begin` was sent for either transaction')
+
+  await t.rejects(db.transaction().execute(async (trx) => {
+    await trx.updateTable('users').set({ name: 'Rolled back' }).where('id', '=', id).execute()
+    throw new Error('abort')
+  }), /abort/)
+  // Had the rollback not been sent, the next transaction on that connection would commit the update with its own.
+  await db.transaction().execute(async (trx) => {
+    t.equal((await look(trx)).connection, first.connection, 'the same connection again')
+    await trx.selectFrom('users').select('id').where('id', '=', id).forUpdate().execute()
+  })
+  t.equal(await nameSeen(), 'In a transaction', 'the transaction that failed was rolled back, and nothing of it came back later')
+
+  // A `db.connection()` that ran a statement holds a connection of the statements' pool: a transaction on it begins
+  // with a `begin`, and rolls back as any other.
+  await db.connection().execute(async (conn) => {
+    const held = await look(conn)
+    await t.rejects(conn.transaction().execute(async (trx) => {
+      const inside = await look(trx)
+      t.equal(inside.connection, held.connection, 'the transaction kept the connection\'s own connection')
+      t.equal(inside.begins, held.begins + 1, 'which began it with a `begin`')
+      await trx.updateTable('users').set({ name: 'Rolled back too' }).where('id', '=', id).execute()
+      throw new Error('abort')
+    }), /abort/)
+    t.equal((await look(conn)).autocommit, 1, 'after it the connection commits each statement by itself again')
+  })
+  t.equal(await nameSeen(), 'In a transaction', 'what it wrote was rolled back')
+})
