@@ -60,6 +60,7 @@ const EMBEDDED_ROSTER_PORT = 3304
 const EMBEDDED_BASELINE_PORT = 3305
 const EMBEDDED_WARN_PORT = 3311
 const METRICS_OFF_PORT = 3307
+const METRICS_ON_PORT = 3312
 const DRAIN_PORT = 3308
 const WRITE_BASELINE_PORT = 3310
 const SQLITE_FILE = args['sqlite-file']
@@ -214,18 +215,25 @@ type MetricsTarget = typeof METRICS_TARGETS[number]
 
 /**
  * The cost of the metrics: the self-read on MySQL by Roster as it runs by default (metrics on, every answer timed)
- * against the same build with METRICS_PORT=0, in alternating rounds.
+ * against the same build with METRICS_PORT=0, in alternating rounds. Both are started for it, so that neither carries
+ * what the scenarios before left (a heap grown by the writes, the background work of their events and tokens), and
+ * both are warmed up alike. The metrics' own port is taken by the main instance, so the one started here serves them
+ * on another.
  */
-async function metricsOnOff(roster: { url: string; pid: number }, adminToken: string): Promise<Array<Record<MetricsTarget, Measured>>> {
+async function metricsOnOff(adminToken: string): Promise<Array<Record<MetricsTarget, Measured>>> {
+  const on = startRoster(DATABASE_URL, METRICS_ON_PORT, { METRICS_PORT: String(METRICS_ON_PORT + 100) })
   const off = startRoster(DATABASE_URL, METRICS_OFF_PORT, { METRICS_PORT: '0' })
   try {
+    await waitFor(`http://127.0.0.1:${METRICS_ON_PORT}/health/ready`)
     await waitFor(`http://127.0.0.1:${METRICS_OFF_PORT}/health/ready`)
     const targets: Record<MetricsTarget, { url: string; pid: number }> = {
-      roster, 'roster-metrics-off': { url: `http://127.0.0.1:${METRICS_OFF_PORT}`, pid: off.pid! }
+      roster: { url: `http://127.0.0.1:${METRICS_ON_PORT}`, pid: on.pid! },
+      'roster-metrics-off': { url: `http://127.0.0.1:${METRICS_OFF_PORT}`, pid: off.pid! }
     }
-    await load(targets['roster-metrics-off'], 'self-read', 3, adminToken)
+    for (const target of METRICS_TARGETS) await load(targets[target], 'self-read', 3, adminToken)
     return await alternate(METRICS_TARGETS, targets, 'self-read, metrics on and off', adminToken)
   } finally {
+    on.kill('SIGTERM')
     off.kill('SIGTERM')
   }
 }
@@ -463,7 +471,7 @@ async function main() {
       }
       if (scenario === 'drain') continue // below, once the main instance is stopped
       if (scenario === 'metrics') {
-        metricsRounds.push(...await metricsOnOff(rosterTarget, adminToken))
+        metricsRounds.push(...await metricsOnOff(adminToken))
         for (const target of METRICS_TARGETS) rows.push({ target, ...combine(metricsRounds.map((r) => r[target])), scenario: 'self-read (metrics on/off)' })
         continue
       }
