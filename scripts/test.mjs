@@ -110,7 +110,10 @@ else if (requireMysql) {
 }
 
 const TAP = ['--no-install', 'tap', '--reporter=tap', '--disable-coverage', '--allow-empty-coverage']
-/** Measurements of time (test/timing/): run after the legs, one engine at a time, with nothing else running. */
+/**
+ * Measurements of time (test/timing/): run after the legs, one engine at a time and one file at a time, with nothing
+ * else running. The soak is among them for its bound on the event loop's delay.
+ */
 const TIMING = 'test/timing'
 /**
  * The page in a real browser (test/browser/): after the legs, alone, on the first engine only. Chromium takes both
@@ -141,7 +144,7 @@ if (timingToo) {
   console.log(`\n# ===== ${TIMING}, alone, on ${labels.join(' then ')} =====`)
   for (const leg of legs) {
     labels.push(`${leg.name}-timing`)
-    runs.push(await runLeg(leg, readdirSync(TIMING).filter((f) => f.endsWith('.test.ts')).map((f) => `${TIMING}/${f}`), `${leg.name}-timing`))
+    runs.push(await runLeg(leg, ['--jobs=1', ...readdirSync(TIMING).filter((f) => f.endsWith('.test.ts')).map((f) => `${TIMING}/${f}`)], `${leg.name}-timing`))
   }
 }
 if (browserToo) {

@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process'
 import { randomBytes, randomUUID } from 'node:crypto'
 import net from 'node:net'
 import { join } from 'node:path'
@@ -42,8 +43,11 @@ export interface SoakReport {
   heapMb: number[]
   heapGrowthMb: number
   /** The event loop's delay: the worst p99 of any sample window, and the worst single delay (ms). */
+  /** The worst p99 of the service's event-loop delay in a 2 s window, beyond the host's own (hostLoopP99Ms) then. */
   loopP99Ms: number
   loopMaxMs: number
+  /** The worst p99 of an idle process's event-loop delay in the same windows: how long the host itself held them. */
+  hostLoopP99Ms: number
   mailsDelivered: number
 }
 
@@ -189,21 +193,33 @@ export async function runSoak(t: Pick<Test, 'teardown'>, options: SoakOptions): 
 
   const started = Date.now()
   const until = started + options.seconds * 1000
-  const observations: Array<{ p99Ms: number; maxMs: number; rssKb: number; heapUsedKb: number }> = []
+  type Observation = { p99Ms: number; maxMs: number; rssKb: number; heapUsedKb: number }
+  const observations: Array<Observation & { hostP99Ms: number }> = []
+  // An idle process beside the service, its loop watched the same way: on a shared host a process can wait hundreds
+  // of milliseconds for a core, and what the idle one waited in a window is the host's, not the service's.
+  const host = spawn(process.execPath, ['--import', join(root, 'test/blackbox/fixtures/observe.mjs'), '-e', 'setInterval(() => {}, 60_000)'],
+    { stdio: ['ignore', 'ignore', 'pipe'] })
+  const hostLines: string[] = []
+  host.stderr.setEncoding('utf8').on('data', (chunk: string) => { hostLines.push(...chunk.split('\n').filter(Boolean)) })
+  t.teardown(() => { host.kill('SIGKILL') })
+  const reported = async (lines: () => string[], from: number): Promise<Observation | undefined> => {
+    for (let i = 0; i < 20; i++) {
+      const line = lines().slice(from).find((l) => l.startsWith('soak-observer '))
+      if (line) return JSON.parse(line.slice('soak-observer '.length)) as Observation
+      await sleep(50)
+    }
+    return undefined
+  }
   const observe = async () => {
     while (Date.now() < until + 500) {
       await sleep(2_000)
       const seen = service.lines.length
+      const hostSeen = hostLines.length
       if (!service.running()) return
       service.child.kill('SIGUSR2')
-      for (let i = 0; i < 20; i++) {
-        const line = service.lines.slice(seen).find((l) => l.startsWith('soak-observer '))
-        if (line) {
-          observations.push(JSON.parse(line.slice('soak-observer '.length)) as { p99Ms: number; maxMs: number; rssKb: number; heapUsedKb: number })
-          break
-        }
-        await sleep(50)
-      }
+      host.kill('SIGUSR2')
+      const [own, idle] = await Promise.all([reported(() => service.lines, seen), reported(() => hostLines, hostSeen)])
+      if (own) observations.push({ ...own, hostP99Ms: idle?.p99Ms ?? 0 })
     }
   }
   const inject = async () => {
@@ -224,6 +240,7 @@ export async function runSoak(t: Pick<Test, 'teardown'>, options: SoakOptions): 
     }
   }
   await Promise.all([observe(), inject(), ...Array.from({ length: options.clients }, () => client(until))])
+  host.kill('SIGKILL')
 
   const rss = observations.map((o) => Math.round(o.rssKb / 102.4) / 10)
   const heap = observations.map((o) => Math.round(o.heapUsedKb / 102.4) / 10)
@@ -245,8 +262,9 @@ export async function runSoak(t: Pick<Test, 'teardown'>, options: SoakOptions): 
     rssGrowthMb: growth(rss, least),
     heapMb: heap,
     heapGrowthMb: growth(heap, median),
-    loopP99Ms: Math.max(0, ...observations.map((o) => o.p99Ms)),
+    loopP99Ms: Math.max(0, ...observations.map((o) => o.p99Ms - o.hostP99Ms)),
     loopMaxMs: Math.max(0, ...observations.map((o) => o.maxMs)),
+    hostLoopP99Ms: Math.max(0, ...observations.map((o) => o.hostP99Ms)),
     mailsDelivered: smtp.received.length
   }
 }
@@ -259,14 +277,17 @@ export function describeSoak(report: SoakReport): string[] {
     `5xx outside the injected faults: ${report.unexpected.length}; 503 during them: ${report.duringFaults}; restarted: ${report.restarted}`,
     `resident memory (MiB) every 2 s: ${report.rssMb.join(' ')}; growth second quarter to last: ${report.rssGrowthMb} MiB`,
     `live heap after a collection (MiB): ${report.heapMb.join(' ')}; growth: ${report.heapGrowthMb} MiB`,
-    `event loop delay: worst p99 of a 2 s window ${report.loopP99Ms.toFixed(1)} ms, worst single ${report.loopMaxMs.toFixed(1)} ms`,
+    `event loop delay: worst p99 of a 2 s window ${report.loopP99Ms.toFixed(1)} ms beyond an idle process's in the same window ` +
+      `(the idle one's worst: ${report.hostLoopP99Ms.toFixed(1)} ms), worst single ${report.loopMaxMs.toFixed(1)} ms`,
     `mails delivered: ${report.mailsDelivered}`
   ]
 }
 
 /**
  * The bounds a soak must stay within. The event loop's p99 is measured on a machine the rest of the suite shares:
- * 110–170 ms on the embedded engine alone, above 300 ms with other test files competing for the two cores.
+ * 110–170 ms on the embedded engine alone, above 300 ms with other test files competing for the two cores, and on a
+ * slow shared host an idle process's own loop waited up to hundreds of milliseconds in a window. So the bound is on
+ * what the service's loop waited beyond an idle process's in the same window.
  */
 export const SOAK_BOUNDS = { rssGrowthMb: 16, heapGrowthMb: 8, loopP99Ms: 500 }
 

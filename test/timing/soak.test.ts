@@ -1,5 +1,5 @@
 import t from 'tap'
-import { describeSoak, runSoak, SOAK_BOUNDS } from './soak.js'
+import { describeSoak, runSoak, SOAK_BOUNDS } from '../blackbox/soak.js'
 
 /**
  * The soak, bounded for CI (SOAK_SECONDS, 30 by default, on each engine): mixed traffic against the built service
@@ -15,6 +15,6 @@ t.test('a bounded soak: no 5xx beyond the injected faults, no restart, memory th
   t.ok(report.rssMb.length >= seconds / 3, `memory sampled (${report.rssMb.length} samples)`)
   t.ok(report.rssGrowthMb <= SOAK_BOUNDS.rssGrowthMb, `resident memory stopped growing (${report.rssGrowthMb} MiB from the second quarter to the last, at most ${SOAK_BOUNDS.rssGrowthMb})`)
   t.ok(report.heapGrowthMb <= SOAK_BOUNDS.heapGrowthMb, `the live heap stopped growing (${report.heapGrowthMb} MiB, at most ${SOAK_BOUNDS.heapGrowthMb})`)
-  t.ok(report.loopP99Ms <= SOAK_BOUNDS.loopP99Ms, `event loop p99 ${report.loopP99Ms.toFixed(1)} ms (at most ${SOAK_BOUNDS.loopP99Ms})`)
+  t.ok(report.loopP99Ms <= SOAK_BOUNDS.loopP99Ms, `event loop p99 ${report.loopP99Ms.toFixed(1)} ms beyond an idle process's (at most ${SOAK_BOUNDS.loopP99Ms}; the idle one's own ${report.hostLoopP99Ms.toFixed(1)} ms)`)
   t.ok(report.mailsDelivered > 0, `mail delivered through the SMTP outage (${report.mailsDelivered})`)
 })
