@@ -61,6 +61,8 @@ const EMBEDDED_BASELINE_PORT = 3305
 const EMBEDDED_WARN_PORT = 3311
 const METRICS_OFF_PORT = 3307
 const METRICS_ON_PORT = 3312
+/** The metrics of the instance METRICS_ON_PORT serves (the main instance has the default port). */
+const METRICS_ON_METRICS_PORT = 3412
 const DRAIN_PORT = 3308
 const WRITE_BASELINE_PORT = 3310
 const SQLITE_FILE = args['sqlite-file']
@@ -221,7 +223,7 @@ type MetricsTarget = typeof METRICS_TARGETS[number]
  * on another.
  */
 async function metricsOnOff(adminToken: string): Promise<Array<Record<MetricsTarget, Measured>>> {
-  const on = startRoster(DATABASE_URL, METRICS_ON_PORT, { METRICS_PORT: String(METRICS_ON_PORT + 100) })
+  const on = startRoster(DATABASE_URL, METRICS_ON_PORT, { METRICS_PORT: String(METRICS_ON_METRICS_PORT) })
   const off = startRoster(DATABASE_URL, METRICS_OFF_PORT, { METRICS_PORT: '0' })
   try {
     await waitFor(`http://127.0.0.1:${METRICS_ON_PORT}/health/ready`)

@@ -121,6 +121,9 @@ function toQueryResult(result: unknown): QueryResult<Row> {
   return { rows: [] }
 }
 
+const COMMIT = CompiledQuery.raw('commit')
+const ROLLBACK = CompiledQuery.raw('rollback')
+
 /**
  * What Kysely calls a connection: one pooled connection, bound at its first statement (not at acquire, so that an
  * acquired session costs nothing until it is used) and held until Kysely releases the session. A single statement
@@ -136,31 +139,57 @@ class Session implements DatabaseConnection {
    * transaction is open from its first statement until a commit or a rollback has been answered.
    */
   transaction: 'none' | 'begun' | 'open' = 'none'
-  private held: { count: number } | undefined
+  /** The pool the bound connection came from. */
+  from: Pool | undefined
   constructor(readonly pools: Pools, readonly timeoutMs: number) {}
 
+  /** The pool a connection is taken from at the first statement. */
   pool(): Pool {
     return this.transaction === 'none' ? this.pools.statements : this.pools.transactions
   }
 
   bound(connection: PoolConnection): void {
     this.connection = connection
-    this.held = holding(this.pool())
-    this.held.count++
+    this.from = this.pool()
+    holding(this.from).count++
   }
 
+  /**
+   * A statement. The first of a transaction begins it. Outside a transaction on a connection of the transactions'
+   * pool (a `db.connection()` whose first statement was a transaction's), where autocommit is off, the statement is
+   * committed (or rolled back) by itself after it, as on any other connection.
+   */
   executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
-    if (this.broken) return Promise.reject(new DatabaseTimeout('A statement on this connection', this.timeoutMs))
     if (this.transaction === 'begun') this.transaction = 'open'
+    if (this.transaction === 'open' || this.from !== this.pools.transactions) return this.run<R>(query)
+    return this.committedAlone<R>(query)
+  }
+
+  private async committedAlone<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    try {
+      const result = await this.run<R>(query)
+      await this.run(COMMIT)
+      return result
+    } catch (err) {
+      if (!this.broken) await this.run(ROLLBACK).catch(() => {})
+      throw err
+    }
+  }
+
+  /** One round trip, whatever the transaction's state. */
+  run<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    if (this.broken) return Promise.reject(new DatabaseTimeout('A statement on this connection', this.timeoutMs))
     return statement(query.sql, () => within(this, query.sql, query.parameters)) as Promise<QueryResult<R>>
   }
 
   async *streamQuery<R>(query: CompiledQuery): AsyncIterableIterator<QueryResult<R>> {
     const connection = this.connection ?? (await this.bind())
     if (this.transaction === 'begun') this.transaction = 'open'
+    const alone = this.transaction === 'none' && this.from === this.pools.transactions
     for await (const row of connection.query(query.sql, query.parameters as unknown[]).stream({ objectMode: true })) {
       yield { rows: [row as R] }
     }
+    if (alone) await this.run(COMMIT)
   }
 
   bind(): Promise<PoolConnection> {
@@ -168,11 +197,11 @@ class Session implements DatabaseConnection {
   }
 
   /**
-   * Ends the transaction with `commit` or `rollback`: nothing to send when no statement began it, nor on a broken
+   * Ends the transaction with COMMIT or ROLLBACK: nothing to send when no statement began it, nor on a broken
    * connection (the server rolled its transaction back when it went).
    */
-  async end(how: 'commit' | 'rollback'): Promise<void> {
-    if (this.transaction === 'open' && !this.broken) await this.executeQuery(CompiledQuery.raw(how))
+  async end(how: CompiledQuery): Promise<void> {
+    if (this.transaction === 'open' && !this.broken) await this.run(how)
     this.transaction = 'none'
   }
 
@@ -189,10 +218,10 @@ class Session implements DatabaseConnection {
     if (this.connection) {
       if (this.transaction === 'open' && !this.broken) this.connection.destroy()
       else this.connection.release()
-      this.held!.count--
+      holding(this.from!).count--
     }
     this.connection = undefined
-    this.held = undefined
+    this.from = undefined
     this.broken = false
     this.transaction = 'none'
   }
@@ -234,26 +263,22 @@ class PreparingMysqlDriver implements Driver {
       ...(settings.accessMode ? [settings.accessMode] : [])
     ]
     const setting = parts.length ? CompiledQuery.raw(`set transaction ${parts.join(', ')}`) : undefined
-    if (session.connection) {
-      // A `db.connection()` session that ran statements before: its connection is the statements pool's.
-      if (setting) await session.executeQuery(setting)
-      await session.executeQuery(CompiledQuery.raw('begin'))
-      session.transaction = 'open'
-      return
-    }
+    // A `db.connection()` session that ran statements before holds a connection of the statements' pool.
+    const explicit = session.from === session.pools.statements
     session.transaction = 'begun'
-    if (setting) {
-      await session.executeQuery(setting)
-      session.transaction = 'begun' // `set transaction` began none
+    if (setting) await session.run(setting)
+    if (explicit) {
+      await session.run(CompiledQuery.raw('begin'))
+      session.transaction = 'open'
     }
   }
 
   async commitTransaction(session: Session): Promise<void> {
-    await session.end('commit')
+    await session.end(COMMIT)
   }
 
   async rollbackTransaction(session: Session): Promise<void> {
-    await session.end('rollback')
+    await session.end(ROLLBACK)
   }
 
   async savepoint(session: Session, name: string): Promise<void> {

@@ -14,7 +14,7 @@ export interface SequencerOptions {
   /**
    * The least time from the end of one background run to the start of the next: a write that wakes an idle
    * sequencer has its events placed at once, and under a stream of writes each run places what the gap gathered,
-   * rather than a sequencing transaction (six statements) running for each write.
+   * rather than a sequencing transaction (six statements on MySQL) running for each write.
    */
   gapMs: number
   /** Events given their place per transaction. */

@@ -163,4 +163,15 @@ t.test('MySQL: a transaction sends no begin; it begins with its first statement,
     t.equal((await look(conn)).autocommit, 1, 'after it the connection commits each statement by itself again')
   })
   t.equal(await nameSeen(), 'In a transaction', 'what it wrote was rolled back')
+
+  // A `db.connection()` whose first statement is a transaction's holds a connection of the transactions' pool, where
+  // autocommit is off: what it runs after the transaction still commits by itself, on the same connection.
+  await db.connection().execute(async (conn) => {
+    const inside = await conn.transaction().execute((trx) => look(trx))
+    await conn.updateTable('users').set({ name: 'After a transaction' }).where('id', '=', id).execute()
+    t.equal(await nameSeen(), 'After a transaction', 'a statement after the transaction is seen outside at once')
+    t.equal((await look(conn)).connection, inside.connection, 'on the connection the transaction had')
+  })
+  await db.transaction().execute(async (trx) => { await trx.selectFrom('users').select('id').where('id', '=', id).forUpdate().execute() })
+  t.equal(await nameSeen(), 'After a transaction', 'and nothing was left open on the connection')
 })
