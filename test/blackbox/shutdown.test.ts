@@ -8,11 +8,11 @@ import { root, startBuilt } from './service.js'
  * log complete however the process ends. (A log sink that stops reading: log-sink.test.ts.)
  */
 /**
- * The built service as `npm start` runs it, on a fresh shared database, waited for until it is ready, load shedding
- * off. `onLine` receives each line it writes; `exited` settles once the process has ended.
+ * The built service as `npm start` runs it, on a fresh shared database, waited for until it is ready. `onLine`
+ * receives each line it writes; `exited` settles once the process has ended.
  */
 async function startService(t: Test, env: Record<string, string>, onLine: (line: string) => void = () => {}) {
-  const service = await startBuilt(t, { MAX_EVENT_LOOP_DELAY_MS: '0', LOG_LEVEL: 'info', ...env }, [], onLine)
+  const service = await startBuilt(t, { LOG_LEVEL: 'info', ...env }, [], onLine)
   return { child: service.child, base: service.base, up: service.running(), exited: service.exited, stderr: () => service.lines.join('\n') }
 }
 
