@@ -25,6 +25,15 @@ const HEADERS: Record<string, OpenAPIV3_1.HeaderObject> = {
   RetryAfter: { description: 'Seconds to wait before trying again', schema: { type: 'integer' } },
   RateLimitPolicy: { description: 'The rate limit that applies (IETF httpapi draft): `"default";q=<requests>;w=<seconds>`', schema: { type: 'string' } },
   RateLimit: { description: 'What is left of it: `"default";r=<remaining>;t=<seconds until the window resets>`', schema: { type: 'string' } },
+  RequestId: {
+    description: 'The request\'s id: the `X-Request-Id` sent, when it is 1–128 of `A-Z a-z 0-9 . _ : -`, otherwise the service\'s own. ' +
+      'Problem bodies repeat it as `request_id`, and the events the request caused carry it: quote it when reporting a problem',
+    schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' }
+  },
+  IdempotentReplayed: {
+    description: '`true` when this is the answer kept for an earlier request with the same Idempotency-Key and body: nothing was done again',
+    schema: { type: 'string', enum: ['true'] }
+  },
   WWWAuthenticate: {
     description: '`Bearer realm="api"`; with `error="insufficient_scope"` when the caller is authenticated but not allowed (do not refresh the token)',
     schema: { type: 'string' }
@@ -110,11 +119,12 @@ export function completeDocument(doc: Document, options: DocumentOptions = { for
       responses['403'] = { ...copy(unauthorized), description: 'Authenticated but not allowed (FORBIDDEN and route-specific codes)' }
     }
     const limited = Boolean(responses['429'])
+    const idempotent = (op.parameters ?? []).some((p) => !isReference(p) && p.in === 'header' && p.name.toLowerCase() === 'idempotency-key')
     // Anything may fail unexpectedly: INTERNAL, with no detail of why.
     responses['500'] ??= { description: 'Unexpected error (INTERNAL): nothing of its cause is told', content: { 'application/problem+json': { schema: PROBLEM } } }
     for (const [status, response] of Object.entries(responses)) {
       if (isReference(response)) continue
-      completeResponse(method, Number(status), response, limited)
+      completeResponse(method, Number(status), response, limited, idempotent)
     }
     for (const parameter of op.parameters ?? []) {
       if (isReference(parameter)) continue
@@ -138,7 +148,7 @@ export function completeDocument(doc: Document, options: DocumentOptions = { for
       op['x-pagination'] = { style: 'cursor', limitParam: 'limit', cursorParam, itemsField: 'items', nextField: 'next', nextHeader: 'Link' }
     }
     if (method === 'get' && ok) {
-      responses['304'] = { description: 'Not modified: If-None-Match names the current ETag', headers: { ETag: header('ETag') } }
+      responses['304'] = { description: 'Not modified: If-None-Match names the current ETag', headers: { ETag: header('ETag'), 'X-Request-Id': header('RequestId') } }
       op.parameters = [...(op.parameters ?? []), {
         name: 'If-None-Match', in: 'header', required: false, schema: { type: 'string' },
         description: 'Answer 304 without a body when the ETag still matches'
@@ -150,10 +160,11 @@ export function completeDocument(doc: Document, options: DocumentOptions = { for
 }
 
 /** One answer of an operation: its description, the headers it carries, the example of its problem. */
-function completeResponse(method: string, code: number, response: Response, limited: boolean): void {
+function completeResponse(method: string, code: number, response: Response, limited: boolean, idempotent: boolean): void {
   const success = SUCCESS[code]
   if (response.description === 'Default Response' && success) response.description = success
-  const headers = { ...(response.headers ?? {}) }
+  const headers: NonNullable<Response['headers']> = { ...(response.headers ?? {}), 'X-Request-Id': header('RequestId') }
+  if (idempotent && code >= 200 && code < 300) headers['Idempotent-Replayed'] = header('IdempotentReplayed')
   const ref = refOf(response.content?.['application/json']?.schema)
   if ((code === 200 && method === 'get') || ((code === 200 || code === 201) && VERSIONED.has(ref))) headers.ETag = header('ETag')
   if (code === 201 && VERSIONED.has(ref)) headers.Location = header('Location')
@@ -167,7 +178,7 @@ function completeResponse(method: string, code: number, response: Response, limi
     headers.RateLimit = header('RateLimit')
   }
   if (code === 429 || code === 503) headers['Retry-After'] = header('RetryAfter')
-  if (Object.keys(headers).length) response.headers = headers
+  response.headers = headers
 }
 
 /** Parameters that recur across operations, by `in:name`, and the component each becomes. */

@@ -161,6 +161,27 @@ t.test('the served document', async (t) => {
     t.equal(doc.components.securitySchemes.bearer.scheme, 'bearer')
   })
 
+  t.test('every answer declares X-Request-Id; a retry-safe operation\'s successes declare Idempotent-Replayed', async (t) => {
+    for (const { method, path, op } of operations(doc)) {
+      const idempotent = (op.parameters ?? []).some((p: Obj) => p.in === 'header' && p.name === 'Idempotency-Key')
+      for (const [status, response] of Object.entries<Obj>(op.responses)) {
+        const where = `${method.toUpperCase()} ${path} ${status}`
+        t.same(response.headers?.['X-Request-Id'], { $ref: '#/components/headers/RequestId' }, `${where}: X-Request-Id`)
+        const success = /^2/.test(status)
+        t.equal(Boolean(response.headers?.['Idempotent-Replayed']), idempotent && success, `${where}: Idempotent-Replayed ${idempotent && success ? 'declared' : 'not declared'}`)
+      }
+    }
+    t.ok(operations(doc).some(({ op }) => (op.parameters ?? []).some((p: Obj) => p.name === 'Idempotency-Key')), 'some operation takes an Idempotency-Key')
+    // What the document declares, an answer carries, in the form it gives.
+    const pattern = new RegExp(served.components.headers.RequestId.schema.pattern)
+    for (const url of ['/health/live', '/users/1', '/nope']) {
+      const res = await app.inject({ url, headers: { 'x-request-id': 'sdk-trace:7' } })
+      t.equal(res.headers['x-request-id'], 'sdk-trace:7', `${url}: the id sent`)
+      const own = await app.inject(url)
+      t.match(String(own.headers['x-request-id']), pattern, `${url}: the service's own id has the declared form`)
+    }
+  })
+
   t.test('named components, enums, headers and content types', async (t) => {
     const schemas = doc.components.schemas
     for (const name of ['User', 'Email', 'UserCollection', 'EmailCollection', 'Problem', 'Token', 'TokenRequest', 'Session', 'SessionCollection', 'NewUser', 'NewEmail']) {
