@@ -1,12 +1,13 @@
 // npm run bench [-- --users 20000 --duration 10 --rounds 5 --connections 50 --reuse --scenarios self-read,login]
 //
 // Seeds MySQL/MariaDB (a database of its own, `roster_bench` by default), starts the built service and the bare
-// node:http + mysql2 baseline twice (text queries, and prepared statements as Roster sends them), warms them up,
-// then runs each autocannon scenario in a separate process for a fixed time at a fixed concurrency. Scenario 1 runs
-// in rounds that alternate the three (ABC, then CBA), so that a change in the machine's speed during the run weighs
-// on all alike; its ratios are the medians of the rounds' ratios. Prints requests/s, p50, p99, errors, non-2xx, the
-// server's CPU time per request and its peak RSS per scenario, Roster's scenario-1 throughput and p99 as ratios of
-// each baseline's, and the EXPLAIN of the collection queries. The `embedded` scenario does scenario 1 again on the
+// node:http + mysql2 baseline twice (text queries, and prepared statements as Roster sends them) and the design's
+// minimum (bench/baseline-design.mjs on MySQL), warms them up, then runs each autocannon scenario in a separate
+// process for a fixed time at a fixed concurrency. Scenario 1 runs in rounds that alternate the four (ABCD, then
+// DCBA), so that a change in the machine's speed during the run weighs on all alike; its ratios are the medians of
+// the rounds' ratios. Prints requests/s, p50, p99, errors, non-2xx, the server's CPU time per request and its peak
+// RSS per scenario, Roster's scenario-1 throughput and p99 as ratios of each baseline's and of the design's minimum,
+// and the EXPLAIN of the collection queries. The `embedded` scenario does scenario 1 again on the
 // SQLite default (a file of its own, seeded alike) against a bare node:http + better-sqlite3 baseline, in
 // alternating rounds too. The `metrics` scenario does scenario 1 with the metrics on (the default) and off
 // (METRICS_PORT=0), alternating. The `drain` scenario (bench/drain.ts) measures the outbox: mail and webhook
@@ -56,6 +57,7 @@ const ADMIN = { email: 'bench-admin@example.com', password: 'bench-admin-passwor
 const ROSTER_PORT = 3301
 const BASELINE_PORT = 3302
 const PREPARED_BASELINE_PORT = 3303
+const DESIGN_PORT = 3313
 const EMBEDDED_ROSTER_PORT = 3304
 const EMBEDDED_BASELINE_PORT = 3305
 const EMBEDDED_WARN_PORT = 3311
@@ -111,6 +113,17 @@ function startBaseline(statements: 'text' | 'prepared', port: number): ChildProc
   })
 }
 
+/**
+ * The design's minimum on MySQL: Fastify, TypeBox, the two auth hooks and an access line, the lookup prepared as
+ * Roster's driver sends it, and nothing else of Roster: the floor the design puts under scenario 1.
+ */
+function startDesign(): ChildProcess {
+  return fork('bench/baseline-design.mjs', [], {
+    env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(DESIGN_PORT), POOL_SIZE: '10' },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc']
+  })
+}
+
 /** The embedded engine's baseline: node:http and better-sqlite3 on the same file, read-only. */
 function startSqliteBaseline(): ChildProcess {
   return fork('bench/baseline-sqlite.mjs', [], {
@@ -142,7 +155,7 @@ interface Figures { scenario: string; rps: number; p50: number; p99: number; err
 type Measured = Figures & { peakRssMb: number; cpuUsPerRequest: number; mainThreadCpuUsPerRequest: number; statementsPerRequest?: number | undefined }
 
 /** Scenario 1's targets, in the order of odd rounds (even rounds run them in reverse). */
-const TARGETS = ['baseline', 'baseline-prepared', 'roster'] as const
+const TARGETS = ['baseline', 'baseline-prepared', 'design', 'roster'] as const
 type Target = typeof TARGETS[number]
 
 /** Runs one scenario in its own process while sampling the server's resident memory. */
@@ -436,13 +449,15 @@ async function main() {
   const roster = startRoster()
   const baseline = startBaseline('text', BASELINE_PORT)
   const preparedBaseline = startBaseline('prepared', PREPARED_BASELINE_PORT)
+  const design = startDesign()
   const writeBaseline = startWriteBaseline()
-  const stop = () => { roster.kill('SIGTERM'); baseline.kill('SIGTERM'); preparedBaseline.kill('SIGTERM'); writeBaseline.kill('SIGTERM') }
+  const stop = () => { for (const child of [roster, baseline, preparedBaseline, design, writeBaseline]) child.kill('SIGTERM') }
   process.on('exit', stop)
   try {
     await waitFor(`http://127.0.0.1:${ROSTER_PORT}/health/ready`)
     await waitFor(`http://127.0.0.1:${BASELINE_PORT}/`)
     await waitFor(`http://127.0.0.1:${PREPARED_BASELINE_PORT}/`)
+    await waitFor(`http://127.0.0.1:${DESIGN_PORT}/`)
     await waitFor(`http://127.0.0.1:${WRITE_BASELINE_PORT}/`)
     const login = await fetch(`http://127.0.0.1:${ROSTER_PORT}/auth/tokens`, {
       method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
@@ -451,6 +466,7 @@ async function main() {
     const targets: Record<Target, { url: string; pid: number }> = {
       baseline: { url: `http://127.0.0.1:${BASELINE_PORT}`, pid: baseline.pid! },
       'baseline-prepared': { url: `http://127.0.0.1:${PREPARED_BASELINE_PORT}`, pid: preparedBaseline.pid! },
+      design: { url: `http://127.0.0.1:${DESIGN_PORT}`, pid: design.pid! },
       roster: { url: `http://127.0.0.1:${ROSTER_PORT}`, pid: roster.pid! }
     }
     const rosterTarget = targets.roster
@@ -509,7 +525,10 @@ async function main() {
     }
     let ratios
     if (rounds.length) {
-      ratios = { baseline: ratiosOf(rounds, 'roster', 'baseline'), 'baseline-prepared': ratiosOf(rounds, 'roster', 'baseline-prepared') }
+      ratios = {
+        baseline: ratiosOf(rounds, 'roster', 'baseline'), 'baseline-prepared': ratiosOf(rounds, 'roster', 'baseline-prepared'),
+        design: ratiosOf(rounds, 'roster', 'design'), 'design-prepared': ratiosOf(rounds, 'design', 'baseline-prepared')
+      }
       const selfReadRss = rows.find((r) => r.target === 'roster' && r.scenario === 'self-read')!.peakRssMb
       const { baseline: text, 'baseline-prepared': prepared } = ratios
       console.log(`\nScenario 1 (self-read) against the baseline, median of ${rounds.length} rounds: throughput ${fmt(text.throughput, 2)}× ` +
@@ -517,7 +536,10 @@ async function main() {
         `${peakRssMb} MB over the whole run (target ≤ 150 MB)`)
       console.log(`Against the baseline on prepared statements too (the framework's own cost): throughput ${fmt(prepared.throughput, 2)}× ` +
         `(target ≥ 0.95), p99 ${fmt(prepared.p99, 2)}× (target ≤ 1.10)`)
-      console.log(`Rounds (req/s of baseline, baseline-prepared, roster): ${rounds.map((r, i) => `${i + 1}: ${TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
+      console.log(`Against the design's minimum (Fastify, TypeBox, the two auth hooks, an access line; prepared): throughput ${fmt(ratios.design.throughput, 2)}×, ` +
+        `p99 ${fmt(ratios.design.p99, 2)}×; the design's minimum against the prepared baseline: ` +
+        `throughput ${fmt(ratios['design-prepared'].throughput, 2)}×, p99 ${fmt(ratios['design-prepared'].p99, 2)}×`)
+      console.log(`Rounds (req/s of ${TARGETS.join(', ')}): ${rounds.map((r, i) => `${i + 1}: ${TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
     type WriteRatio = ReturnType<typeof ratiosOf> & { mainThreadCpu?: number }
     const writeRatios: Record<string, WriteRatio> = {}
