@@ -2,7 +2,7 @@ import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import SQLite from 'better-sqlite3'
 import { CompiledQuery, Kysely, Migrator, sql, SqliteDialect, type Transaction } from 'kysely'
-import { createPool } from 'mysql2'
+import { createPool, type Pool } from 'mysql2'
 import type { Database } from '../../db/types.js'
 import { migrationProvider } from '../../db/migrations/index.js'
 import { StartupError } from '../common/errors.js'
@@ -52,6 +52,17 @@ export interface DatabaseOptions {
  * and MySQL 8, and Galera's requirement). SQLite has a single writer and no such setting.
  */
 const READ_COMMITTED = 'set session transaction isolation level read committed'
+
+/**
+ * Sends `statements` on each new connection of `pool`, ahead of anything a session sends on it. A connection whose
+ * setup failed is destroyed: whatever was queued behind fails with it, rather than a transaction running there with
+ * autocommit still on, each statement committed by itself.
+ */
+function setUpEach(pool: Pool, ...statements: string[]): void {
+  pool.on('connection', (connection) => {
+    for (const text of statements) connection.query(text, (err) => { if (err) connection.destroy() })
+  })
+}
 
 /**
  * The deadline of one migration statement on MySQL. A migration is not request traffic: DDL on a big table takes as
@@ -114,11 +125,8 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
       transactions: createPool({ ...poolOptions, connectionLimit: size })
     }
     // Set once per connection, so that a transaction costs no statement to begin (Pools, in mysql-driver.ts).
-    pools.statements.on('connection', (connection) => { connection.query(READ_COMMITTED) })
-    pools.transactions.on('connection', (connection) => {
-      connection.query(READ_COMMITTED)
-      connection.query(TRANSACTION_POOL_SETUP)
-    })
+    setUpEach(pools.statements, READ_COMMITTED)
+    setUpEach(pools.transactions, READ_COMMITTED, TRANSACTION_POOL_SETUP)
     // A request that finds every connection taken waits in mysql2's queue: counted as it starts waiting.
     let waits = 0
     pools.statements.on('enqueue', () => { waits++ })

@@ -121,6 +121,7 @@ function toQueryResult(result: unknown): QueryResult<Row> {
   return { rows: [] }
 }
 
+const BEGIN = CompiledQuery.raw('begin')
 const COMMIT = CompiledQuery.raw('commit')
 const ROLLBACK = CompiledQuery.raw('rollback')
 
@@ -186,10 +187,14 @@ class Session implements DatabaseConnection {
     const connection = this.connection ?? (await this.bind())
     if (this.transaction === 'begun') this.transaction = 'open'
     const alone = this.transaction === 'none' && this.from === this.pools.transactions
-    for await (const row of connection.query(query.sql, query.parameters as unknown[]).stream({ objectMode: true })) {
-      yield { rows: [row as R] }
+    try {
+      for await (const row of connection.query(query.sql, query.parameters as unknown[]).stream({ objectMode: true })) {
+        yield { rows: [row as R] }
+      }
+    } finally {
+      // Also when the reader stops early or the stream fails: the connection must not go back with the read open.
+      if (alone && !this.broken) await this.run(COMMIT)
     }
-    if (alone) await this.run(COMMIT)
   }
 
   bind(): Promise<PoolConnection> {
@@ -268,7 +273,7 @@ class PreparingMysqlDriver implements Driver {
     session.transaction = 'begun'
     if (setting) await session.run(setting)
     if (explicit) {
-      await session.run(CompiledQuery.raw('begin'))
+      await session.run(BEGIN)
       session.transaction = 'open'
     }
   }

@@ -8,6 +8,7 @@ import { entry, root, startArgs } from './service.js'
  * sends what waited once the sink reads again, and still stops in time if the sink never does. (Stopping under load
  * and with writes in flight: shutdown.test.ts.)
  */
+
 /**
  * The built service as npm start runs it, its standard output a pipe nobody reads (it fills after about 64 KiB),
  * answering 50 requests a round, 60 rounds by default: 3000 requests whose access lines make about 1.6 MB, past the

@@ -42,9 +42,9 @@ export interface SoakReport {
   rssGrowthMb: number
   heapMb: number[]
   heapGrowthMb: number
-  /** The event loop's delay: the worst p99 of any sample window, and the worst single delay (ms). */
-  /** The worst p99 of the service's event-loop delay in a 2 s window, beyond the host's own (hostLoopP99Ms) then. */
+  /** The worst p99 of the service's event-loop delay in a 2 s window, beyond the host's own (hostLoopP99Ms) then (ms). */
   loopP99Ms: number
+  /** The service's worst single event-loop delay (ms), as measured. */
   loopMaxMs: number
   /** The worst p99 of an idle process's event-loop delay in the same windows: how long the host itself held them. */
   hostLoopP99Ms: number

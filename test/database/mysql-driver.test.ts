@@ -171,6 +171,13 @@ t.test('MySQL: a transaction sends no begin; it begins with its first statement,
     await conn.updateTable('users').set({ name: 'After a transaction' }).where('id', '=', id).execute()
     t.equal(await nameSeen(), 'After a transaction', 'a statement after the transaction is seen outside at once')
     t.equal((await look(conn)).connection, inside.connection, 'on the connection the transaction had')
+    // A read streamed there and left after its first row: the read's transaction is ended all the same.
+    for await (const row of conn.selectFrom('users').select('id').stream()) {
+      t.ok(row.id, 'a streamed row')
+      break
+    }
+    const { rows } = await sql<{ open: number }>`select @@in_transaction as open`.execute(conn)
+    t.equal(Number(rows[0]!.open), 0, 'no transaction is left open by a stream stopped early')
   })
   await db.transaction().execute(async (trx) => { await trx.selectFrom('users').select('id').where('id', '=', id).forUpdate().execute() })
   t.equal(await nameSeen(), 'After a transaction', 'and nothing was left open on the connection')
