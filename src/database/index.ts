@@ -114,6 +114,8 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
       queueLimit: options.queueLimit ?? 1000,
       waitForConnections: true,
       enableKeepAlive: true,
+      // A connection keeps its session as set up (setUpEach): a reset on release would turn autocommit back on.
+      resetOnRelease: false,
       connectTimeout: Math.max(1000, options.timeoutMs ?? 2000),
       charset: 'utf8mb4_bin',
       // Prepared statements kept per connection. Roster has a few dozen statement texts; the bound keeps a pool

@@ -169,12 +169,24 @@ class Session implements DatabaseConnection {
   private async committedAlone<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     try {
       const result = await this.run<R>(query)
-      await this.run(COMMIT)
+      await this.control(COMMIT)
       return result
     } catch (err) {
-      if (!this.broken) await this.run(ROLLBACK).catch(() => {})
+      if (!this.broken) await this.control(ROLLBACK).catch(() => {})
       throw err
     }
+  }
+
+  /**
+   * A statement of transaction control (set transaction, begin, commit, rollback). One that failed leaves the
+   * connection's transaction unknown, so the connection is broken (destroyed): it never goes back to the pool with a
+   * transaction open, and what the session would send after it fails rather than being lost.
+   */
+  control(query: CompiledQuery): Promise<void> {
+    return this.run(query).then(() => undefined, (err: unknown) => {
+      this.break()
+      throw err
+    })
   }
 
   /** One round trip, whatever the transaction's state. */
@@ -193,7 +205,7 @@ class Session implements DatabaseConnection {
       }
     } finally {
       // Also when the reader stops early or the stream fails: the connection must not go back with the read open.
-      if (alone && !this.broken) await this.run(COMMIT)
+      if (alone && !this.broken) await this.control(COMMIT)
     }
   }
 
@@ -202,12 +214,15 @@ class Session implements DatabaseConnection {
   }
 
   /**
-   * Ends the transaction with COMMIT or ROLLBACK: nothing to send when no statement began it, nor on a broken
-   * connection (the server rolled its transaction back when it went).
+   * Ends the transaction with COMMIT or ROLLBACK: nothing to send when no statement began it, when its first
+   * statement never got a connection, or on a broken connection (the server rolled its transaction back when it went).
    */
   async end(how: CompiledQuery): Promise<void> {
-    if (this.transaction === 'open' && !this.broken) await this.run(how)
-    this.transaction = 'none'
+    try {
+      if (this.transaction === 'open' && this.connection && !this.broken) await this.control(how)
+    } finally {
+      this.transaction = 'none'
+    }
   }
 
   break(): void {
@@ -216,8 +231,8 @@ class Session implements DatabaseConnection {
   }
 
   /**
-   * Back to its pool, or destroyed if a transaction may still be open on it (its commit or rollback failed): the next
-   * session must not find one there.
+   * Back to its pool, or destroyed if a transaction is still open on it (released without a commit or a rollback):
+   * the next session must not find one there.
    */
   release(): void {
     if (this.connection) {
@@ -259,8 +274,9 @@ class PreparingMysqlDriver implements Driver {
 
   /**
    * Nothing is sent: the session takes its connection from the transactions' pool, where autocommit is off, so the
-   * transaction begins with its first statement. Settings apply to the next transaction there, which is this one.
-   * Only a session that holds a connection already (`db.connection()`) sends a `begin`.
+   * transaction begins with its first statement. A session that holds a connection already (`db.connection()`)
+   * sends a `begin`, and so do settings (isolation level, access mode): they apply to the next transaction, which
+   * begins at once, so that they end with it even if it runs no statement.
    */
   async beginTransaction(session: Session, settings: TransactionSettings): Promise<void> {
     const parts = [
@@ -271,9 +287,9 @@ class PreparingMysqlDriver implements Driver {
     // A `db.connection()` session that ran statements before holds a connection of the statements' pool.
     const explicit = session.from === session.pools.statements
     session.transaction = 'begun'
-    if (setting) await session.run(setting)
-    if (explicit) {
-      await session.run(BEGIN)
+    if (setting || explicit) {
+      if (setting) await session.control(setting)
+      await session.control(BEGIN)
       session.transaction = 'open'
     }
   }

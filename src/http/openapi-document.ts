@@ -1,5 +1,6 @@
 import { EVENT_TYPES, typedEventName } from '../../schemas/event.js'
 import type { OpenAPIV3_1 } from 'openapi-types'
+import { TAKEN_AS_SENT } from './request-id.js'
 
 /**
  * Completes the OpenAPI document generated from the route schemas with what a schema cannot say: the headers
@@ -28,7 +29,7 @@ const HEADERS: Record<string, OpenAPIV3_1.HeaderObject> = {
   RequestId: {
     description: 'The request\'s id: the `X-Request-Id` sent, when it is 1–128 of `A-Z a-z 0-9 . _ : -`, otherwise the service\'s own. ' +
       'Problem bodies repeat it as `request_id`, and the events the request caused carry it: quote it when reporting a problem',
-    schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' }
+    schema: { type: 'string', pattern: TAKEN_AS_SENT.source }
   },
   IdempotentReplayed: {
     description: '`true` when this is the answer kept for an earlier request with the same Idempotency-Key and body: nothing was done again',

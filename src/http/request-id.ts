@@ -5,7 +5,7 @@ import type { IncomingMessage } from 'node:http'
 export const REQUEST_ID_HEADER = 'x-request-id'
 
 /** What a client's (or a load balancer's) own id may look like to be taken as it is. */
-const TAKEN_AS_SENT = /^[A-Za-z0-9._:-]{1,128}$/
+export const TAKEN_AS_SENT = /^[A-Za-z0-9._:-]{1,128}$/
 
 /**
  * The id of a request (Fastify's `genReqId`): the client's own `X-Request-Id` when it sent one of up to 128 of

@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process'
 import { randomBytes, randomUUID } from 'node:crypto'
 import net from 'node:net'
+import { createInterface } from 'node:readline'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { createConnection } from 'mysql2/promise'
@@ -202,7 +203,8 @@ export async function runSoak(t: Pick<Test, 'teardown'>, options: SoakOptions): 
   const host = spawn(process.execPath, ['--import', join(root, 'test/blackbox/fixtures/observe.mjs'), '-e', 'setInterval(() => {}, 60_000)'],
     { stdio: ['ignore', 'ignore', 'pipe'] })
   const hostLines: string[] = []
-  host.stderr.setEncoding('utf8').on('data', (chunk: string) => { hostLines.push(...chunk.split('\n').filter(Boolean)) })
+  // Whole lines, however the pipe cuts its chunks.
+  createInterface({ input: host.stderr }).on('line', (line) => { hostLines.push(line) })
   t.teardown(() => { host.kill('SIGKILL') })
   const reported = async (lines: () => string[], from: number): Promise<Observation | undefined> => {
     for (let i = 0; i < 20; i++) {

@@ -1,7 +1,8 @@
 import { sql } from 'kysely'
 import t from 'tap'
+import { createDatabase } from '../../src/database/index.js'
 import { MAX_PREPARED_PARAMETERS } from '../../src/database/mysql-driver.js'
-import { build, ENGINE } from '../helpers.js'
+import { build, ENGINE, sharedDatabase } from '../helpers.js'
 
 // The MySQL driver (src/database/mysql-driver.ts) against Kysely's contract: what it changes (prepared statements,
 // a text fallback) and what it must keep (one connection per Kysely connection, transactions, savepoints).
@@ -181,4 +182,22 @@ t.test('MySQL: a transaction sends no begin; it begins with its first statement,
   })
   await db.transaction().execute(async (trx) => { await trx.selectFrom('users').select('id').where('id', '=', id).forUpdate().execute() })
   t.equal(await nameSeen(), 'After a transaction', 'and nothing was left open on the connection')
+})
+
+t.test('MySQL: a transaction whose first statement gets no connection in time ends with that, waiting for none to roll back', mysqlOnly, async (t) => {
+  const { db, poolUse } = createDatabase({ url: await sharedDatabase(t), poolSize: 1, timeoutMs: 300 })
+  t.teardown(() => db.destroy())
+  // The transactions' pool's one connection, held by a transaction until `free` is called.
+  let free: (() => void) | undefined
+  const holder = db.transaction().execute(async (trx) => {
+    await sql`select 1`.execute(trx)
+    await new Promise<void>((resolve) => { free = resolve })
+  })
+  while (!free) await new Promise((resolve) => setTimeout(resolve, 10))
+  const waitsBefore = poolUse!().waits
+  await t.rejects(db.transaction().execute((trx) => sql`select 1`.execute(trx)), { code: 'DB_TIMEOUT' }, 'the statement waited out its deadline')
+  t.equal(poolUse!().waits - waitsBefore, 1, 'and the transaction asked for a connection once: its rollback, with nothing begun, sent nothing')
+  free()
+  await holder
+  t.equal(poolUse!().inUse, 0, 'no connection is held afterwards')
 })
