@@ -31,6 +31,7 @@ export const Config = Type.Object(
     MAIL_MAX_PER_CLIENT: Int(1, 100_000, 20, 'Requests that cause mail (sign-ups, address changes, resends, password resets) per client address per LOGIN_WINDOW_SECONDS before 429; an admin\'s are not counted'),
     UNVERIFIED_CLAIM_SECONDS: Int(1, 315_360_000, 604_800, 'An address left unverified this long after it was set may be taken by another user'),
     EVENT_RETENTION_SECONDS: Int(1, 315_360_000, 2_592_000, 'Events are kept this long, then purged'),
+    PURGE_INTERVAL_SECONDS: Int(1, 86_400, 60, 'How often expired sessions and tokens, idempotency keys and events past EVENT_RETENTION_SECONDS are purged, in batches'),
     EMAIL_CODE_TTL_SECONDS: Int(1, 86_400, 600, 'A 6-digit code mailed beside a token (or alone, to sign in) lives this long, never longer than its token'),
     EMAIL_REVERT_TTL_SECONDS: Int(60, 2_592_000, 604_800, 'A former primary address may take a change of primary back this long: the token and the 6-digit code of its mail live this long'),
     EMAIL_CODE_LOGIN: Bool(true, 'Sign-in by e-mail code (POST /auth/email-codes, grant_type=email_code)'),

@@ -19,7 +19,9 @@ declare module 'fastify' {
  * instances' events.
  */
 async function events(app: FastifyInstance, options: Partial<SequencerOptions>): Promise<void> {
-  const sequencer = new Sequencer(app.db, app.log, { retentionMs: app.config.EVENT_RETENTION_SECONDS * 1000, ...options })
+  const sequencer = new Sequencer(app.db, app.log, {
+    retentionMs: app.config.EVENT_RETENTION_SECONDS * 1000, purgeEveryMs: app.config.PURGE_INTERVAL_SECONDS * 1000, ...options
+  })
   app.decorate('sequencer', sequencer)
   // Woken by the requests that wrote an event (committed, or rolled back: a wasted run), not by every write: a
   // refresh, which writes none, costs the feed nothing. A failed login's event comes after its answer and is placed

@@ -23,6 +23,7 @@ export interface SequencerOptions {
   retentionMs: number
   /** Events deleted per purge statement: short statements, short locks. */
   purgeBatch: number
+  /** Between two purges (PURGE_INTERVAL_SECONDS). */
   purgeEveryMs: number
 }
 

@@ -49,6 +49,12 @@ export async function dropKey(db: Db, keyHash: string): Promise<void> {
   await db.deleteFrom('idempotency_keys').where('key_hash', '=', keyHash).where('state', '=', 'running').execute()
 }
 
-export async function purgeExpiredKeys(db: Db, now: number): Promise<void> {
-  await db.deleteFrom('idempotency_keys').where('expires_at', '<=', now).execute()
+export async function purgeExpiredKeys(db: Db, now: number, batch: number): Promise<number> {
+  let purged = 0
+  for (;;) {
+    const ids = (await db.selectFrom('idempotency_keys').select('id').where('expires_at', '<=', now).limit(batch).execute()).map((r) => r.id)
+    if (ids.length) await db.deleteFrom('idempotency_keys').where('id', 'in', ids).execute()
+    purged += ids.length
+    if (ids.length < batch) return purged
+  }
 }

@@ -117,8 +117,9 @@ export class IdempotencyKeys {
     else await keepAnswer(this.db, keyHash, { ...answer, body: seal.seal(answer.body) })
   }
 
-  purge(): Promise<void> {
-    return purgeExpiredKeys(this.db, Date.now())
+  /** Deletes the keys whose answers have expired, `batch` a statement; how many. */
+  purge(batch = 500): Promise<number> {
+    return purgeExpiredKeys(this.db, Date.now(), batch)
   }
 
   private abandoned(row: KeyRow, now: number): boolean {

@@ -3,15 +3,17 @@ import fp from 'fastify-plugin'
 import type { Db } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { deleteSessions } from '../accounts/sessions.js'
+import { Repeating } from '../common/repeating.js'
 
 export interface PurgeOptions {
-  /** Between two purges. */
+  /** Between two purges (PURGE_INTERVAL_SECONDS). */
   everyMs: number
   /** Rows deleted by one statement. */
   batch: number
 }
 
-const DEFAULTS: PurgeOptions = { everyMs: 60_000, batch: 500 }
+/** Rows deleted by one statement: short statements, short locks. */
+const BATCH = 500
 
 /**
  * Deletes, in batches, what has expired: sessions (with their tokens; they had ended, so no event), then access and
@@ -39,32 +41,15 @@ export async function purgeExpired(db: Db, now: number, batch: number): Promise<
 }
 
 /**
- * The background purge of expired sessions and tokens, from the moment the app is ready until it closes: requests
- * never pay for it (a login used to delete its user's expired tokens).
+ * The background purge of expired sessions and tokens, every PURGE_INTERVAL_SECONDS from the moment the app is ready
+ * until it closes: requests never pay for it (a login used to delete its user's expired tokens).
  */
 async function tokenPurge(app: FastifyInstance, options: Partial<PurgeOptions>): Promise<void> {
-  const { everyMs, batch } = { ...DEFAULTS, ...options }
-  let timer: NodeJS.Timeout | undefined
-  let running: Promise<void> | undefined
-  let stopped = false
-  const run = () => {
-    running = purgeExpired(app.db, Date.now(), batch)
-      .then(() => undefined, (err: unknown) => app.log.warn({ err }, 'sessions: expired sessions and tokens could not be purged; trying again'))
-      .finally(() => {
-        running = undefined
-        if (!stopped) schedule()
-      })
-  }
-  const schedule = () => {
-    timer = setTimeout(run, everyMs)
-    timer.unref()
-  }
-  app.addHook('onReady', async () => schedule())
-  app.addHook('preClose', async () => {
-    stopped = true
-    clearTimeout(timer)
-    await running
-  })
+  const { everyMs, batch } = { everyMs: app.config.PURGE_INTERVAL_SECONDS * 1000, batch: BATCH, ...options }
+  const purge = new Repeating(everyMs, () => purgeExpired(app.db, Date.now(), batch),
+    (err) => app.log.warn({ err }, 'sessions: expired sessions and tokens could not be purged; trying again'))
+  app.addHook('onReady', async () => purge.start())
+  app.addHook('preClose', () => purge.stop())
 }
 
 export default fp(tokenPurge, { name: 'token-purge', dependencies: ['database'] })
