@@ -38,6 +38,7 @@ const lockedCounter = reusable((db) => {
 }, [])
 const unplacedEvents = reusable((db, limit: number) => db.selectFrom('events').select(['id', 'type']).where('position', 'is', null)
   .orderBy('id').limit(limit), [-1])
+const advanceCounter = reusable((db, value: number) => db.updateTable('event_sequence').set({ value }).where('name', '=', 'events'), [-1])
 
 /** An event just given its place, as what follows the feed (webhook deliveries) needs it. */
 export interface Sequenced {
@@ -172,7 +173,7 @@ export class Sequencer {
     await trx.updateTable('events')
       .set({ position: sql<number>`case id ${sql.join(placed.map((e) => sql`when ${e.id} then ${e.position}`), sql` `)} end` })
       .where('id', 'in', placed.map((e) => e.id)).execute()
-    await trx.updateTable('event_sequence').set({ value: last + placed.length }).where('name', '=', 'events').execute()
+    await advanceCounter(trx, last + placed.length)
     for (const follower of this.followers) if (await follower.follow(trx, placed)) told.push(follower.committed)
     return { placed: placed.length, told }
   }
