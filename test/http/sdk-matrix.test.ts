@@ -55,6 +55,9 @@ function inputsDigest(document: string, document30: string): string {
   return digest.digest('hex')
 }
 const STAMP = join(out, 'checked.sha256')
+// Generating, compiling and linting take half a minute of both cores, and installing test/sdk first (a machine
+// without it) a minute or more: beyond tap's two minutes a file on a slow host. `npm test` runs this file alone.
+t.setTimeout(600_000)
 const LOCK = join(sdk, '.generating')
 
 /**
