@@ -139,6 +139,7 @@ export async function measureDrain(target: DrainTarget, smtp: Awaited<ReturnType
       const ids: number[] = []
       for (let i = 0; i < n; i++) {
         const res = await api('POST', '/webhooks', { url: `${hooks.url}/hook/${i}`, events: ['user.updated'], description: 'bench drain' })
+        if (res.status !== 201) throw new Error(`POST /webhooks answered ${res.status}: ${await res.text()}`)
         const id = ((await res.json()) as { id: number }).id
         ids.push(id)
         made.push(id)

@@ -102,6 +102,13 @@ function startRoster(databaseUrl = DATABASE_URL, port = ROSTER_PORT, env: Record
   })
 }
 
+/** An access token of the bench's admin, from a Roster instance; a failed login stops the run. */
+async function adminLogin(url: string): Promise<string> {
+  const res = await fetch(`${url}/auth/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN) })
+  if (res.status !== 201) throw new Error(`the bench admin's login answered ${res.status}: ${await res.text()}`)
+  return ((await res.json()) as { token: string }).token
+}
+
 /**
  * The baseline, bare: `text` sends each lookup as a text query (mysql2's `pool.query`, what a bare server usually
  * does), `prepared` as a server-side prepared statement (`pool.execute`, what Roster's driver does).
@@ -258,7 +265,7 @@ async function metricsOnOff(adminToken: string): Promise<Array<Record<MetricsTar
  * SMTP_URL at a sink in this process, and webhooks allowed to this machine, drains a full outbox and serves the
  * rename load while users sign up.
  */
-async function drainScenario(main: ChildProcess, adminToken: string): Promise<DrainFigures> {
+async function drainScenario(main: ChildProcess): Promise<DrainFigures> {
   main.kill('SIGTERM')
   await new Promise((resolve) => (main.exitCode !== null ? resolve(null) : main.once('exit', resolve)))
   const smtp = await smtpSink()
@@ -269,6 +276,8 @@ async function drainScenario(main: ChildProcess, adminToken: string): Promise<Dr
     const url = `http://127.0.0.1:${DRAIN_PORT}`
     await waitFor(`${url}/health/ready`, drain)
     log(`drain: mail and webhook deliveries through an outbox of 2,000, then sign-ups under the rename load (${DURATION} s)`)
+    // A token of its own: the run's first one, taken before the other scenarios, may have expired by now.
+    const adminToken = await adminLogin(url)
     return await measureDrain({
       url, databaseUrl: DATABASE_URL, adminToken, duration: DURATION,
       renameLoad: () => load({ url, pid: drain.pid! }, 'rename', DURATION, adminToken)
@@ -459,10 +468,7 @@ async function main() {
     await waitFor(`http://127.0.0.1:${PREPARED_BASELINE_PORT}/`)
     await waitFor(`http://127.0.0.1:${DESIGN_PORT}/`)
     await waitFor(`http://127.0.0.1:${WRITE_BASELINE_PORT}/`)
-    const login = await fetch(`http://127.0.0.1:${ROSTER_PORT}/auth/tokens`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
-    })
-    const adminToken = ((await login.json()) as { token: string }).token
+    const adminToken = await adminLogin(`http://127.0.0.1:${ROSTER_PORT}`)
     const targets: Record<Target, { url: string; pid: number }> = {
       baseline: { url: `http://127.0.0.1:${BASELINE_PORT}`, pid: baseline.pid! },
       'baseline-prepared': { url: `http://127.0.0.1:${PREPARED_BASELINE_PORT}`, pid: preparedBaseline.pid! },
@@ -509,7 +515,7 @@ async function main() {
     }
     const peakRssMb = Math.round(memoryKb(roster.pid!, 'VmHWM') / 1024)
     let drained: DrainFigures | undefined
-    if (args.scenarios.split(',').includes('drain')) drained = await drainScenario(roster, adminToken)
+    if (args.scenarios.split(',').includes('drain')) drained = await drainScenario(roster)
 
     const seeded = readFileSync(TOKENS, 'utf8').split('\n', 2000).filter(Boolean).map((l) => JSON.parse(l) as SeededUser)
     const active = seeded.filter((u) => u.status === 'ACTIVE')
