@@ -53,8 +53,11 @@ export async function purgeExpiredKeys(db: Db, now: number, batch: number): Prom
   let purged = 0
   for (;;) {
     const ids = (await db.selectFrom('idempotency_keys').select('id').where('expires_at', '<=', now).limit(batch).execute()).map((r) => r.id)
-    if (ids.length) await db.deleteFrom('idempotency_keys').where('id', 'in', ids).execute()
-    purged += ids.length
+    // Expired still: a retry may have taken a key over since it was read (a new expiry, running again).
+    if (ids.length) {
+      const deleted = await db.deleteFrom('idempotency_keys').where('id', 'in', ids).where('expires_at', '<=', now).executeTakeFirst()
+      purged += Number(deleted.numDeletedRows)
+    }
     if (ids.length < batch) return purged
   }
 }
