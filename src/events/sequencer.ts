@@ -3,6 +3,7 @@ import type { EventType } from '../../schemas/event.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, locksRows } from '../database/transaction.js'
 import { reusable } from '../database/compiled.js'
+import { deleteInBatches, PURGE_BATCH } from '../database/batches.js'
 
 export interface SequencerLog {
   warn(details: object, message: string): void
@@ -28,7 +29,7 @@ export interface SequencerOptions {
 }
 
 export const SEQUENCER_DEFAULTS: SequencerOptions = {
-  pollMs: 1000, gapMs: 20, batch: 500, retentionMs: 30 * 86_400_000, purgeBatch: 500, purgeEveryMs: 60_000
+  pollMs: 1000, gapMs: 20, batch: 500, retentionMs: 30 * 86_400_000, purgeBatch: PURGE_BATCH, purgeEveryMs: 60_000
 }
 
 // The sequencer's own statements, run after every write that wrote events: compiled once (database/compiled.ts).
@@ -188,15 +189,12 @@ export class Sequencer {
 }
 
 /** Deletes placed events that occurred before `before`, `batch` at a time, until none is left or `stop()` says so. */
-export async function purgeEvents(db: Db, before: number, batch: number, stop: () => boolean = () => false): Promise<number> {
-  let purged = 0
-  while (!stop()) {
-    const ids = (await db.selectFrom('events').select('id').where('occurred_at', '<', before).where('position', 'is not', null)
-      .orderBy('occurred_at').limit(batch).execute()).map((r) => r.id)
-    if (ids.length === 0) break
-    await db.deleteFrom('events').where('id', 'in', ids).execute()
-    purged += ids.length
-    if (ids.length < batch) break
-  }
-  return purged
+export function purgeEvents(db: Db, before: number, batch: number, stop: () => boolean = () => false): Promise<number> {
+  return deleteInBatches(batch,
+    async (limit) => (await db.selectFrom('events').select('id').where('occurred_at', '<', before).where('position', 'is not', null)
+      .orderBy('occurred_at').limit(limit).execute()).map((r) => r.id),
+    async (ids) => {
+      await db.deleteFrom('events').where('id', 'in', ids).execute()
+      return ids.length
+    }, stop)
 }

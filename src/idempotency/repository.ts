@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely'
 import type { IdempotencyKeysTable } from '../../db/types.js'
 import { isUniqueViolation } from '../database/errors.js'
 import type { Db } from '../database/index.js'
+import { deleteInBatches } from '../database/batches.js'
 
 export type KeyRow = Selectable<IdempotencyKeysTable>
 
@@ -49,15 +50,11 @@ export async function dropKey(db: Db, keyHash: string): Promise<void> {
   await db.deleteFrom('idempotency_keys').where('key_hash', '=', keyHash).where('state', '=', 'running').execute()
 }
 
-export async function purgeExpiredKeys(db: Db, now: number, batch: number): Promise<number> {
-  let purged = 0
-  for (;;) {
-    const ids = (await db.selectFrom('idempotency_keys').select('id').where('expires_at', '<=', now).limit(batch).execute()).map((r) => r.id)
+export function purgeExpiredKeys(db: Db, now: number, batch: number): Promise<number> {
+  return deleteInBatches(
+    batch,
+    async (limit) => (await db.selectFrom('idempotency_keys').select('id').where('expires_at', '<=', now).limit(limit).execute()).map((r) => r.id),
     // Expired still: a retry may have taken a key over since it was read (a new expiry, running again).
-    if (ids.length) {
-      const deleted = await db.deleteFrom('idempotency_keys').where('id', 'in', ids).where('expires_at', '<=', now).executeTakeFirst()
-      purged += Number(deleted.numDeletedRows)
-    }
-    if (ids.length < batch) return purged
-  }
+    async (ids) => Number((await db.deleteFrom('idempotency_keys').where('id', 'in', ids).where('expires_at', '<=', now).executeTakeFirst()).numDeletedRows)
+  )
 }

@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
 import { IdempotencyKeyInUse, IdempotencyKeyReused } from '../common/errors.js'
 import type { Db } from '../database/index.js'
+import { PURGE_BATCH } from '../database/batches.js'
 import { dropKey, findKey, keepAnswer, purgeExpiredKeys, takeKey, takeOver, type KeyRow } from './repository.js'
 
 export interface IdempotencyOptions {
@@ -118,7 +119,7 @@ export class IdempotencyKeys {
   }
 
   /** Deletes the keys whose answers have expired, `batch` a statement; how many. */
-  purge(batch = 500): Promise<number> {
+  purge(batch = PURGE_BATCH): Promise<number> {
     return purgeExpiredKeys(this.db, Date.now(), batch)
   }
 

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Db } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
+import { deleteInBatches, PURGE_BATCH } from '../database/batches.js'
 import { deleteSessions } from '../accounts/sessions.js'
 import { Repeating } from '../common/repeating.js'
 
@@ -12,9 +13,6 @@ export interface PurgeOptions {
   batch: number
 }
 
-/** Rows deleted by one statement: short statements, short locks. */
-const BATCH = 500
-
 /**
  * Deletes, in batches, what has expired: sessions (with their tokens; they had ended, so no event), then access and
  * refresh tokens. A spent refresh token is kept until it expires, so that its replay is still told from a stranger's
@@ -22,20 +20,17 @@ const BATCH = 500
  * (refresh tokens, access tokens, sessions).
  */
 export async function purgeExpired(db: Db, now: number, batch: number): Promise<number> {
-  let purged = 0
-  for (;;) {
-    const sessions = await db.selectFrom('sessions').select('id').where('expires_at', '<=', now).limit(batch).execute()
-    if (sessions.length) await inTransaction(db, (trx) => deleteSessions(trx, sessions.map((r) => r.id)))
-    purged += sessions.length
-    if (sessions.length < batch) break
-  }
+  const expired = (table: 'sessions' | 'tokens' | 'refresh_tokens') => async (limit: number) =>
+    (await db.selectFrom(table).select('id').where('expires_at', '<=', now).limit(limit).execute()).map((r) => r.id)
+  let purged = await deleteInBatches(batch, expired('sessions'), async (ids) => {
+    await inTransaction(db, (trx) => deleteSessions(trx, ids))
+    return ids.length
+  })
   for (const table of ['tokens', 'refresh_tokens'] as const) {
-    for (;;) {
-      const ids = (await db.selectFrom(table).select('id').where('expires_at', '<=', now).limit(batch).execute()).map((r) => r.id)
-      if (ids.length) await db.deleteFrom(table).where('id', 'in', ids).execute()
-      purged += ids.length
-      if (ids.length < batch) break
-    }
+    purged += await deleteInBatches(batch, expired(table), async (ids) => {
+      await db.deleteFrom(table).where('id', 'in', ids).execute()
+      return ids.length
+    })
   }
   return purged
 }
@@ -45,7 +40,7 @@ export async function purgeExpired(db: Db, now: number, batch: number): Promise<
  * until it closes: requests never pay for it (a login used to delete its user's expired tokens).
  */
 async function tokenPurge(app: FastifyInstance, options: Partial<PurgeOptions>): Promise<void> {
-  const { everyMs, batch } = { everyMs: app.config.PURGE_INTERVAL_SECONDS * 1000, batch: BATCH, ...options }
+  const { everyMs, batch } = { everyMs: app.config.PURGE_INTERVAL_SECONDS * 1000, batch: PURGE_BATCH, ...options }
   const purge = new Repeating(everyMs, () => purgeExpired(app.db, Date.now(), batch),
     (err) => app.log.warn({ err }, 'sessions: expired sessions and tokens could not be purged; trying again'))
   app.addHook('onReady', async () => purge.start())

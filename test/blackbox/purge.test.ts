@@ -46,7 +46,7 @@ t.test('the built service purges what has expired, again and again, by no reques
       left = await counts()
     }
     t.same(left, none, `turn ${turn}: every expired row is gone`)
-    t.equal((await call(service, 'GET', `/users/${user.id}`, { headers: user.auth })).status, 401, 'the purged token opens nothing')
+    t.equal((await call(service, 'GET', `/users/${user.id}`, { headers: user.auth })).status, 401, 'the expired token opens nothing')
   }
 
   t.equal((await call(service, 'GET', '/health/ready')).status, 200)
