@@ -31,11 +31,12 @@ class Template<A extends unknown[]> {
 
 /**
  * A query built and compiled once, then run many times with new values through the database's direct read, for the
- * statement every authenticated request runs. The rows are typed by the query.
+ * statement every authenticated request runs. The rows are typed by the query; they come as the read gives them, at
+ * once or with a promise.
  */
 export function compiledOnce<A extends unknown[], Q extends Compilable<unknown>>(
   read: DirectRead, build: (...values: A) => Q, markers: A
-): (...values: A) => Promise<InferResult<Q>> {
+): (...values: A) => InferResult<Q> | Promise<InferResult<Q>> {
   const template = new Template(build(...markers), markers)
   return (...values) => read<InferResult<Q>>(template.sql, template.fill(values))
 }

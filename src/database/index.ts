@@ -19,11 +19,13 @@ export type DialectName = 'mysql' | 'sqlite'
 
 /**
  * Runs one read-only statement (compiled by Kysely, see compiled.ts) outside Kysely's executor, for the one query every
- * authenticated request runs. On MySQL: a prepared execution on the pool. On SQLite: the kept statement, unless a
- * transaction is open on the single connection; then through Kysely, which waits for it to end, so an uncommitted
- * row is never read. The rows are typed by the query compiled into `sql`.
+ * authenticated request runs. On MySQL: a prepared execution on the pool, answered with a promise. On SQLite: the kept
+ * statement, answered at once (the rows themselves, so that a request need not wait for a turn of the microtask
+ * queue; a failure is thrown), unless a transaction is open on the single connection; then through Kysely, with a
+ * promise, since Kysely waits for the transaction to end, so an uncommitted row is never read. The rows are typed by
+ * the query compiled into `sql`.
  */
-export type DirectRead = <Rows>(sql: string, parameters: readonly unknown[]) => Promise<Rows>
+export type DirectRead = <Rows>(sql: string, parameters: readonly unknown[]) => Rows | Promise<Rows>
 
 export interface OpenDatabase {
   db: Db
@@ -159,8 +161,8 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
   sqlite.pragma('busy_timeout = 5000')
   const statements = cachingStatements(sqlite)
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }) })
-  const read: DirectRead = async <Rows>(text: string, parameters: readonly unknown[]) => {
-    if (sqlite.inTransaction || !sqlite.open) return (await db.executeQuery(CompiledQuery.raw(text, [...parameters]))).rows as Rows
+  const read: DirectRead = <Rows>(text: string, parameters: readonly unknown[]) => {
+    if (sqlite.inTransaction || !sqlite.open) return db.executeQuery(CompiledQuery.raw(text, [...parameters])).then((result) => result.rows as Rows)
     return statements.prepare(text).all(parameters) as Rows
   }
   return { db, dialect: 'sqlite', read, migrate: () => migrateToLatest(db) }

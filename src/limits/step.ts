@@ -1,7 +1,7 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { RateLimited } from '../common/errors.js'
 import type { RouteStep } from '../http/lifecycle.js'
-import type { WindowCounter } from './counters.js'
+import type { Hit, WindowCounter } from './counters.js'
 
 export interface RateLimitOptions {
   counter: WindowCounter
@@ -12,7 +12,9 @@ export interface RateLimitOptions {
 /**
  * The general rate limit: `max` requests per caller (the user once authenticated, else the client address) per
  * window. The client address is the socket's unless TRUST_PROXY names the proxy, so a forged X-Forwarded-For picks
- * no fresh bucket. With Redis a request waits for one round trip, and an unreachable Redis lets requests through.
+ * no fresh bucket. With Redis a request waits for one round trip, and an unreachable Redis lets requests through. The
+ * in-process counter answers at once, and the request goes on at once: the step is a callback hook, so that no
+ * promise stands between it and the next step.
  */
 export function rateLimiter(options: RateLimitOptions) {
   const windowMs = options.windowSeconds * 1000
@@ -21,23 +23,35 @@ export function rateLimiter(options: RateLimitOptions) {
   // how long (t), so that a client slows down before it meets a 429.
   const policy = `"default";q=${options.max};w=${options.windowSeconds}`
 
-  /** Counts one request against a key: the error to answer with when that key is over the limit. */
-  const count = async (key: string, request: FastifyRequest, reply: FastifyReply): Promise<RateLimited | undefined> => {
-    let hit
-    try {
-      hit = await options.counter.hit(key, windowMs)
-    } catch (err) {
-      request.log.warn({ err }, 'rate limit: the shared counter failed; request let through')
-      return undefined
-    }
+  const letThrough = (request: FastifyRequest, err: unknown) => {
+    request.log.warn({ err }, 'rate limit: the shared counter failed; request let through')
+    return undefined
+  }
+  /** The headers of a counted request, and the error to answer with when its key is over the limit. */
+  const counted = (hit: Hit, reply: FastifyReply) => {
     reply.header('ratelimit-policy', policy)
     reply.header('ratelimit', `"default";r=${Math.max(0, options.max - hit.count)};t=${Math.max(1, Math.ceil(hit.ttlMs / 1000))}`)
     return hit.count > options.max ? new RateLimited(detail, hit.ttlMs) : undefined
   }
 
-  const limit = async (request: FastifyRequest, reply: FastifyReply) => {
-    const refused = await count(request.caller ? `u${request.caller.id}` : `a${request.client}`, request, reply)
-    if (refused) throw refused
+  /**
+   * Counts one request against a key: the error to answer with when that key is over the limit, at once when the
+   * counter answers at once, else with a promise that never rejects.
+   */
+  const count = (key: string, request: FastifyRequest, reply: FastifyReply): RateLimited | undefined | Promise<RateLimited | undefined> => {
+    let hit
+    try {
+      hit = options.counter.hit(key, windowMs)
+    } catch (err) {
+      return letThrough(request, err)
+    }
+    return hit instanceof Promise ? hit.then((h) => counted(h, reply), (err: unknown) => letThrough(request, err)) : counted(hit, reply)
+  }
+
+  const limit = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    const refused = count(request.caller ? `u${request.caller.id}` : `a${request.client}`, request, reply)
+    if (refused instanceof Promise) refused.then(done, done)
+    else done(refused)
   }
 
   return {

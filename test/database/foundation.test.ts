@@ -2,6 +2,7 @@ import SQLite from 'better-sqlite3'
 import t from 'tap'
 import { cachingStatements } from '../../src/database/sqlite.js'
 import { MIGRATION_LOCK } from '../../src/database/mysql-driver.js'
+import { sql } from 'kysely'
 import { createConnection } from 'mysql2/promise'
 import { assertProblem, build, ENGINE, freshDatabase } from '../helpers.js'
 
@@ -192,4 +193,23 @@ t.test('the embedded database file is readable by its owner only', { skip: ENGIN
   const file = path.join(dir, 'roster.sqlite')
   await build(t, { url: `sqlite:${file}` })
   for (const f of [file, `${file}-wal`]) t.equal(fs.statSync(f).mode & 0o777, 0o600, `${f.slice(dir.length + 1)} is 0600`)
+})
+
+t.test('the embedded engine answers the direct read at once, and waits with it for an open transaction', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
+  const app = await build(t)
+  await sql`create table probe (x integer)`.execute(app.db)
+  const count = 'select count(*) as n from probe'
+  const at = app.read<{ n: number }[]>(count, [])
+  t.notOk(at instanceof Promise, 'the rows themselves: a request goes on without waiting for the microtask queue')
+  t.same(at, [{ n: 0 }])
+  const trx = await app.db.startTransaction().execute()
+  await sql`insert into probe (x) values (1)`.execute(trx)
+  const during = app.read<{ n: number }[]>(count, [])
+  t.ok(during instanceof Promise, 'with a transaction open on the one connection, a promise')
+  let settled = false
+  void Promise.resolve(during).then(() => { settled = true })
+  await new Promise((resolve) => setTimeout(resolve, 30))
+  t.notOk(settled, 'that waits for the transaction to end')
+  await trx.rollback().execute()
+  t.same(await during, [{ n: 0 }], 'and never sees its uncommitted row')
 })
