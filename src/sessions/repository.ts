@@ -36,15 +36,15 @@ async function renewSession(trx: Trx, sessionId: number, now: number, expiresAt:
   await renewSessionRow(trx, now, expiresAt, sessionId)
 }
 
-const sessionsOfUser = reusable((db, userId: number) => db.selectFrom('sessions').select([...columns, 'ends_at'])
-  .where('user_id', '=', userId).orderBy('id'), [-1])
+/** A session of a user as a new session weighs it: alive until `expires_at`, and never past `ends_at`. */
+export type HeldSession = SessionRow & { ends_at: number }
 
 /**
  * Before a new session: drops the user's expired sessions (ended already: no event), and ends its oldest live ones
- * past `max - 1` (`session.ended`, reason `session_limit`).
+ * past `max - 1` (`session.ended`, reason `session_limit`). `rows` are the user's sessions in id order, as read with
+ * its row locked (lockForSession).
  */
-export async function makeRoom(trx: Trx, userId: number, now: number, max: number, cause: Cause): Promise<void> {
-  const rows = (await sessionsOfUser(trx, userId)).rows
+export async function makeRoom(trx: Trx, rows: HeldSession[], now: number, max: number, cause: Cause): Promise<void> {
   const expired = rows.filter((r) => r.expires_at <= now || r.ends_at <= now)
   const live = rows.filter((r) => r.expires_at > now && r.ends_at > now)
   const excess = live.slice(0, Math.max(0, live.length - (max - 1)))
@@ -165,6 +165,44 @@ const credentialsLocked = reusable((db, userId: number) => {
  */
 export async function lockCredentials(trx: Trx, userId: number): Promise<(UserRow & { password_hash: string }) | undefined> {
   return (await credentialsLocked(trx, userId)).rows[0]
+}
+
+/** The user, its password hash and each of its sessions (none: one row whose session columns are null). */
+const credentialsAndSessionsLocked = reusable((db, userId: number) => {
+  const q = selectUsers(db).select('users.password_hash')
+    .leftJoin('sessions', 'sessions.user_id', 'users.id')
+    .select([
+      'sessions.id as session_id', 'sessions.created_at as session_created_at', 'sessions.last_used_at as session_last_used_at',
+      'sessions.expires_at as session_expires_at', 'sessions.client as session_client', 'sessions.ends_at as session_ends_at'
+    ])
+    .where('users.id', '=', userId).orderBy('sessions.id')
+  return locksRows(db) ? q.forUpdate() : q
+}, [-1])
+
+/**
+ * lockCredentials, and in the same statement the user's sessions in id order (locked with it on MySQL), among which a
+ * new session must make room (makeRoom): a sign-in's transaction begins with one statement rather than two. Every
+ * other change to a user's sessions locks the user row first, so taking its sessions' rows with it adds no wait.
+ */
+export async function lockForSession(trx: Trx, userId: number): Promise<{ user: UserRow & { password_hash: string }; sessions: HeldSession[] } | undefined> {
+  const rows = (await credentialsAndSessionsLocked(trx, userId)).rows
+  const first = rows[0]
+  if (!first) return undefined
+  const user = {
+    id: first.id, name: first.name, email: first.email, status: first.status, role: first.role, version: first.version,
+    created_at: first.created_at, updated_at: first.updated_at, password_hash: first.password_hash
+  }
+  const sessions: HeldSession[] = []
+  for (const r of rows) {
+    // The columns of a joined session are null together, when the user has none.
+    if (r.session_id === null || r.session_created_at === null || r.session_last_used_at === null || r.session_expires_at === null ||
+      r.session_client === null || r.session_ends_at === null) continue
+    sessions.push({
+      id: r.session_id, user_id: userId, created_at: r.session_created_at, last_used_at: r.session_last_used_at,
+      expires_at: r.session_expires_at, client: r.session_client, ends_at: r.session_ends_at
+    })
+  }
+  return { user, sessions }
 }
 
 /** Where a sign-in code may sign in: a primary or verified address, with its user. */

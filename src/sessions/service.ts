@@ -15,7 +15,7 @@ import type { LoginGuard } from '../limits/login-guard.js'
 import type { LoginResult } from '../metrics/kinds.js'
 import {
   deleteToken, findCredentials, findRefresh, findSignInAddress, insertRefresh, insertSession, insertToken, listSessions, lockCredentials,
-  makeRoom, refreshSpent, spendAndRenew, spendRefresh, type RefreshRow, type SessionRow
+  lockForSession, makeRoom, refreshSpent, spendAndRenew, spendRefresh, type HeldSession, type RefreshRow, type SessionRow
 } from './repository.js'
 
 export interface SessionsOptions {
@@ -97,10 +97,10 @@ export class SessionsService {
     const issued = await inTransaction(this.db, async (trx) => {
       // The password checked out against what was read before; the token is issued only if it still holds.
       const now = Date.now()
-      const current = await lockCredentials(trx, found.id)
-      if (!current || current.password_hash !== found.password_hash) return wrongCredentials()
-      if (current.status === 'BANNED') return banned()
-      return this.startSession(trx, credentialsOf(current), client, now, cause)
+      const current = await lockForSession(trx, found.id)
+      if (!current || current.user.password_hash !== found.password_hash) return wrongCredentials()
+      if (current.user.status === 'BANNED') return banned()
+      return this.startSession(trx, credentialsOf(current.user), current.sessions, client, now, cause)
     })
     if (issued instanceof Unauthenticated) throw issued
     return issued
@@ -123,14 +123,14 @@ export class SessionsService {
     if (!target) return failedCode(started, wrongCredentials())
     const outcome = await guess.checking(() => inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | 'banned'> => {
       const now = Date.now()
-      const current = await lockCredentials(trx, target.user_id)
+      const current = await lockForSession(trx, target.user_id)
       if (!current) return 'wrong'
       if ((await this.codes.spend(trx, target.id, 'signin', code, now)) === undefined) return 'wrong'
-      if (current.status === 'BANNED') return 'banned'
+      if (current.user.status === 'BANNED') return 'banned'
       await deleteEmailTokens(trx, target.id, 'signin')
       // Reading the code proved the address (read again under the lock: a token may have verified it meanwhile).
       await verifyAddress(trx, target.user_id, target.id, now, asActor(cause, { type: 'user', id: target.user_id }))
-      return this.startSession(trx, credentialsOf(current), client, now, cause)
+      return this.startSession(trx, credentialsOf(current.user), current.sessions, client, now, cause)
     }))
     if (outcome === 'wrong') return failedCode(started, wrongCredentials())
     await attempt.succeeded()
@@ -139,10 +139,13 @@ export class SessionsService {
     return outcome
   }
 
-  /** A new session for a user whose credentials checked out, its row locked: room made, tokens issued, the event. */
-  private async startSession(trx: Trx, user: UserRow, client: ClientInfo, now: number, cause: Cause): Promise<Issued> {
+  /**
+   * A new session for a user whose credentials checked out, its row locked with its `sessions`: room made, tokens
+   * issued, the event.
+   */
+  private async startSession(trx: Trx, user: UserRow, sessions: HeldSession[], client: ClientInfo, now: number, cause: Cause): Promise<Issued> {
     const signedIn = asActor(cause, { type: 'user', id: user.id })
-    await makeRoom(trx, user.id, now, this.options.maxSessionsPerUser, signedIn)
+    await makeRoom(trx, sessions, now, this.options.maxSessionsPerUser, signedIn)
     const endsAt = now + this.options.sessionMaxAgeSeconds * 1000
     const values = {
       user_id: user.id, created_at: now, last_used_at: now, client: (client.agent ?? '').slice(0, MAX_CLIENT),

@@ -70,3 +70,33 @@ t.test('without OTEL_EXPORTER_OTLP_ENDPOINT nothing is traced, and the instrumen
   t.equal(app.hasRequestDecorator('opentelemetry'), false, '@fastify/otel is not registered')
   t.equal(tracing(), false, 'no span is made beneath a request either')
 })
+
+t.test('a password login sends one statement to find the user and one to lock it with its sessions, then only its writes', async (t) => {
+  const collector = await Collector.start(t)
+  const app = await build(t, { env: { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url } })
+  const user = await newUser(app)
+  await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: user.password } })
+  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736'
+  const login = await app.inject({
+    method: 'POST', url: '/auth/tokens', payload: { email: user.email, password: user.password },
+    headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` }
+  })
+  t.equal(login.statusCode, 201, login.body)
+  await app.close()
+  const texts = collector.spans.filter((s) => s.traceId === traceId && s.attributes['db.query.text'] !== undefined)
+    .map((s) => String(s.attributes['db.query.text']).replace(/[`"]/g, ''))
+  // What each statement is: its verb and first table. SQLite's `begin` is no round trip (the engine is in the process);
+  // on MySQL a transaction begins with its first statement and sends none.
+  const kindOf = (text: string) => {
+    const verb = /^(select|insert into|update|delete from|commit)/.exec(text)?.[1] ?? text
+    const table = /^(?:insert into|update|delete from) (\w+)/.exec(text)?.[1] ?? / from (\w+)/.exec(text)?.[1]
+    return table === undefined ? verb : `${verb} ${table}`
+  }
+  const kinds = texts.filter((text) => text !== 'begin').map(kindOf)
+  t.same(kinds, [
+    'select emails', 'select users', 'insert into sessions', 'insert into tokens', 'insert into refresh_tokens', 'insert into events', 'commit'
+  ], `the login's statements, in order:\n${texts.join('\n')}`)
+  const lock = texts.filter((text) => text.startsWith('select'))[1] ?? ''
+  t.match(lock, /left join sessions on sessions\.user_id = users\.id/, 'the user\'s sessions come with the lock of its row')
+  if (ENGINE === 'mysql') t.match(lock, /for update$/, 'locked (MySQL)')
+})
