@@ -1,5 +1,4 @@
-import { sql, type Selectable } from 'kysely'
-import type { EmailsTable } from '../../db/types.js'
+import { sql } from 'kysely'
 import { EmailTaken } from '../common/errors.js'
 import { foldedKey, sameMailbox } from '../common/text.js'
 import { isUniqueViolation } from '../database/errors.js'
@@ -8,9 +7,10 @@ import { locksRows } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import { deleteEmailTokens } from './address-tokens.js'
 import { presentEmail } from './present.js'
+import type { EmailRow } from './rows.js'
 import { lockUser, touchUser } from './users.js'
 
-export type EmailRow = Pick<Selectable<EmailsTable>, 'id' | 'user_id' | 'address' | 'primary_user_id' | 'version' | 'created_at' | 'verified_at'>
+export type { EmailRow }
 
 /** One address of a user, by its id, or the user's primary one. */
 export type EmailTarget = { id: number } | 'primary'

@@ -2,8 +2,7 @@ import type { Email } from '../../schemas/email.js'
 import type { Session } from '../../schemas/session.js'
 import type { User } from '../../schemas/user.js'
 import { isoTimestamp as iso } from '../common/timestamps.js'
-import type { EmailRow } from './addresses.js'
-import type { SessionRow } from './sessions.js'
+import type { EmailRow, SessionRow } from './rows.js'
 import type { UserRow } from './users.js'
 
 // The account resources as every answer and every event shows them. `base` is PUBLIC_URL or '' (root-relative links).

@@ -1,11 +1,10 @@
-import type { Selectable } from 'kysely'
-import type { SessionsTable } from '../../db/types.js'
 import type { SessionEndReason } from '../../schemas/event.js'
 import type { Db, Trx } from '../database/index.js'
 import { recordEvent, type Cause } from '../events/record.js'
 import { presentSession } from './present.js'
+import type { SessionRow } from './rows.js'
 
-export type SessionRow = Pick<Selectable<SessionsTable>, 'id' | 'user_id' | 'created_at' | 'last_used_at' | 'expires_at' | 'client'>
+export type { SessionRow }
 
 export const SESSION_COLUMNS = ['id', 'user_id', 'created_at', 'last_used_at', 'expires_at', 'client'] as const
 
