@@ -1,5 +1,6 @@
 import type { SessionEndReason } from '../../schemas/event.js'
 import type { Db, Trx } from '../database/index.js'
+import { locksRows } from '../database/transaction.js'
 import { recordEvent, type Cause } from '../events/record.js'
 import { presentSession } from './present.js'
 import type { SessionRow } from './rows.js'
@@ -32,11 +33,14 @@ export interface Keep {
 /**
  * Ends a user's sessions with all their tokens, and the user's tokens issued before sessions existed: all of them,
  * or all but what `keep` names. Runs in the transaction of the change that causes it, after that change has
- * locked the user row, so no login or refresh can add a session in between.
+ * locked the user row, so no login or refresh can add a session in between. The sessions' rows are locked (MySQL)
+ * before their tokens are deleted: every writer takes a session's row before its tokens (the purge too, which takes
+ * no user lock), so none waits on another in the opposite order.
  */
 export async function endSessions(trx: Trx, userId: number, cause: Cause, reason: SessionEndReason, keep?: Keep): Promise<void> {
   let sessions = trx.selectFrom('sessions').select(SESSION_COLUMNS).where('user_id', '=', userId)
   if (keep?.sessionId) sessions = sessions.where('id', '!=', keep.sessionId)
+  if (locksRows(trx)) sessions = sessions.forUpdate()
   const rows = await sessions.execute()
   await recordEnded(trx, cause, rows, reason)
   await deleteSessions(trx, rows.map((r) => r.id))
@@ -45,9 +49,11 @@ export async function endSessions(trx: Trx, userId: number, cause: Cause, reason
   await legacy.execute()
 }
 
-/** Ends one session of a user; whether there was one. */
+/** Ends one session of a user (its row locked before its tokens, as in endSessions); whether there was one. */
 export async function endSession(trx: Trx, userId: number, sessionId: number, cause: Cause, reason: SessionEndReason): Promise<boolean> {
-  const row = await trx.selectFrom('sessions').select(SESSION_COLUMNS).where('id', '=', sessionId).where('user_id', '=', userId).executeTakeFirst()
+  let query = trx.selectFrom('sessions').select(SESSION_COLUMNS).where('id', '=', sessionId).where('user_id', '=', userId)
+  if (locksRows(trx)) query = query.forUpdate()
+  const row = await query.executeTakeFirst()
   if (!row) return false
   await recordEnded(trx, cause, [row], reason)
   await deleteSessions(trx, [row.id])

@@ -1,6 +1,9 @@
 import { sql } from 'kysely'
 import t from 'tap'
 import type { App } from '../../src/app.js'
+import { deleteSessions } from '../../src/accounts/sessions.js'
+import { purgeExpired } from '../../src/sessions/purge.js'
+import { lockForSession } from '../../src/sessions/repository.js'
 import { adminUser, assertProblem, bearer, build, ENGINE, newUser, session, type TestUser } from '../helpers.js'
 
 const refresh = (app: App, refreshToken: string) =>
@@ -236,4 +239,28 @@ t.test('many users logging in at once all get their sessions (no lock conflicts 
   const users = await Promise.all(Array.from({ length: 25 }, () => newUser(app)))
   const again = await Promise.all(users.map((u, i) => app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: u.email, password: u.password }, remoteAddress: `10.9.0.${i}` })))
   t.same(again.map((r) => r.statusCode), users.map(() => 201), 'every login answered 201')
+})
+
+t.test('a sign-in making room and the purge take a session\'s row before its tokens: neither deadlocks the other', { skip: ENGINE !== 'mysql' && 'MySQL only: SQLite has one writer at a time' }, async (t) => {
+  const app = await build(t)
+  const user = await newUser(app)
+  await app.db.updateTable('sessions').set({ expires_at: 1 }).where('user_id', '=', user.id).execute()
+  const expired = (await app.db.selectFrom('sessions').select('id').where('user_id', '=', user.id).execute()).map((r) => r.id)
+  t.equal(expired.length, 1)
+  // A sign-in's transaction, held open: the user locked with its expired session, as a login locks them.
+  const trx = await app.db.startTransaction().execute()
+  const locked = await lockForSession(trx, user.id)
+  t.same(locked?.sessions.map((s) => s.id), expired)
+  // The purge meets the locked session and waits for it, holding none of its tokens.
+  let purgeEnded = false
+  const purge = purgeExpired(app.db, Date.now(), 500).finally(() => { purgeEnded = true })
+  await sleep(300)
+  t.notOk(purgeEnded, 'the purge waits for the sign-in')
+  // The sign-in makes room: the expired session's tokens, then the session. A purge holding those tokens would be
+  // a deadlock, and one of the two would be rolled back.
+  await deleteSessions(trx, expired)
+  await trx.commit().execute()
+  await purge
+  t.same(await app.db.selectFrom('sessions').select('id').where('user_id', '=', user.id).execute(), [], 'the session is gone, once')
+  t.same(await app.db.selectFrom('refresh_tokens').select('id').where('session_id', 'in', expired).execute(), [])
 })
