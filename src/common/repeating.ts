@@ -33,7 +33,9 @@ export class Repeating {
   }
 
   private run(): void {
-    this.running = this.job()
+    // Called from the timer: a job that throws before it returns its promise is reported like one that rejects,
+    // never an uncaught exception that would end the process.
+    this.running = Promise.resolve().then(() => this.job())
       .then(() => undefined, (err: unknown) => this.failed(err))
       .finally(() => {
         this.running = undefined

@@ -52,3 +52,18 @@ t.test('nothing runs before the first interval, and a stopped job that never ran
   await job.stop()
   t.equal(runs, 0)
 })
+
+t.test('a job that throws before returning its promise is reported and tried again, the process unharmed', async (t) => {
+  const failures: unknown[] = []
+  let runs = 0
+  const job = new Repeating(5, () => {
+    runs++
+    throw new Error('thrown at once')
+  }, (err) => failures.push(err))
+  job.start()
+  const deadline = Date.now() + 5_000
+  while (runs < 3 && Date.now() < deadline) await sleep(5)
+  await job.stop()
+  t.ok(runs >= 3, `tried again after each failure (${runs} runs)`)
+  t.ok(failures.length >= 3 && failures.every((err) => /thrown at once/.test(String(err))), 'each failure reported')
+})
