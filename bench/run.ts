@@ -67,6 +67,7 @@ const METRICS_ON_PORT = 3312
 const METRICS_ON_METRICS_PORT = 3412
 const DRAIN_PORT = 3308
 const WRITE_BASELINE_PORT = 3310
+const DESIGN_LOGIN_PORT = 3314
 const SQLITE_FILE = args['sqlite-file']
 const SQLITE_TOKENS = `${RESULTS}/tokens-embedded.jsonl`
 
@@ -291,6 +292,9 @@ async function drainScenario(main: ChildProcess, adminToken: string): Promise<Dr
 
 const WRITE_TARGETS = ['baseline-writes', 'roster'] as const
 type WriteTarget = typeof WRITE_TARGETS[number]
+/** The login alternates over the design's minimum too: the floor the design card puts under it. */
+const LOGIN_TARGETS = ['baseline-writes', 'design-login', 'roster'] as const
+type LoginTarget = typeof LOGIN_TARGETS[number]
 
 /**
  * The bare write baseline (bench/baseline-writes.mjs) on the same database, with as many connections as Roster's two
@@ -299,6 +303,17 @@ type WriteTarget = typeof WRITE_TARGETS[number]
 function startWriteBaseline(): ChildProcess {
   return fork('bench/baseline-writes.mjs', [], {
     env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(WRITE_BASELINE_PORT), POOL_SIZE: '20' },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc']
+  })
+}
+
+/**
+ * The design's minimum login (bench/baseline-design-login.mjs): Fastify, TypeBox, Fastify's logger with an access
+ * line, and Kysely's own MySQL dialect, with as many connections as the bare write baseline.
+ */
+function startDesignLogin(): ChildProcess {
+  return fork('bench/baseline-design-login.mjs', [], {
+    env: { ...process.env, MYSQL_URL: DATABASE_URL, PORT: String(DESIGN_LOGIN_PORT), POOL_SIZE: '20' },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc']
   })
 }
@@ -331,11 +346,11 @@ async function freshSessions(): Promise<Record<string, unknown>> {
   return { sessionsFile: file }
 }
 
-const WRITE_SCENARIOS = ['rename', 'refresh', 'login'] as const
+const WRITE_SCENARIOS = ['rename', 'refresh'] as const
 type WriteScenario = typeof WRITE_SCENARIOS[number]
 const isWriteScenario = (scenario: string): scenario is WriteScenario => (WRITE_SCENARIOS as readonly string[]).includes(scenario)
 
-/** A write scenario (rename, refresh, login) on Roster and on the bare write baseline, in alternating rounds. */
+/** A write scenario (rename, refresh) on Roster and on the bare write baseline, in alternating rounds. */
 async function writes(scenario: WriteScenario, roster: { url: string; pid: number }, baseline: ChildProcess, adminToken: string) {
   const targets: Record<WriteTarget, { url: string; pid: number }> = {
     'baseline-writes': { url: `http://127.0.0.1:${WRITE_BASELINE_PORT}`, pid: baseline.pid! }, roster
@@ -343,6 +358,17 @@ async function writes(scenario: WriteScenario, roster: { url: string; pid: numbe
   const before = scenario === 'refresh' ? freshSessions : undefined
   for (const target of WRITE_TARGETS) await load(targets[target], scenario, 2, adminToken, TOKENS, (await before?.()) ?? {})
   return alternate(WRITE_TARGETS, targets, scenario, adminToken, { scenario, before })
+}
+
+/** The login on Roster, on the bare write baseline and on the design's minimum, in alternating rounds. */
+async function logins(roster: { url: string; pid: number }, baseline: ChildProcess, design: ChildProcess, adminToken: string) {
+  const targets: Record<LoginTarget, { url: string; pid: number }> = {
+    'baseline-writes': { url: `http://127.0.0.1:${WRITE_BASELINE_PORT}`, pid: baseline.pid! },
+    'design-login': { url: `http://127.0.0.1:${DESIGN_LOGIN_PORT}`, pid: design.pid! },
+    roster
+  }
+  for (const target of LOGIN_TARGETS) await load(targets[target], 'login', 2, adminToken)
+  return alternate(LOGIN_TARGETS, targets, 'login', adminToken, { scenario: 'login' })
 }
 
 const EMBEDDED_TARGETS = ['baseline-sqlite', 'roster-sqlite', 'roster-sqlite-warn'] as const
@@ -461,7 +487,8 @@ async function main() {
   const preparedBaseline = startBaseline('prepared', PREPARED_BASELINE_PORT)
   const design = startDesign()
   const writeBaseline = startWriteBaseline()
-  const stop = () => { for (const child of [roster, baseline, preparedBaseline, design, writeBaseline]) child.kill('SIGTERM') }
+  const designLogin = startDesignLogin()
+  const stop = () => { for (const child of [roster, baseline, preparedBaseline, design, writeBaseline, designLogin]) child.kill('SIGTERM') }
   process.on('exit', stop)
   try {
     await waitFor(`http://127.0.0.1:${ROSTER_PORT}/health/ready`)
@@ -469,6 +496,7 @@ async function main() {
     await waitFor(`http://127.0.0.1:${PREPARED_BASELINE_PORT}/`)
     await waitFor(`http://127.0.0.1:${DESIGN_PORT}/`)
     await waitFor(`http://127.0.0.1:${WRITE_BASELINE_PORT}/`)
+    await waitFor(`http://127.0.0.1:${DESIGN_LOGIN_PORT}/`)
     const adminToken = await adminLogin(`http://127.0.0.1:${ROSTER_PORT}`)
     const targets: Record<Target, { url: string; pid: number }> = {
       baseline: { url: `http://127.0.0.1:${BASELINE_PORT}`, pid: baseline.pid! },
@@ -488,7 +516,13 @@ async function main() {
     const embeddedRounds: Array<Record<EmbeddedTarget, Measured>> = []
     const metricsRounds: Array<Record<MetricsTarget, Measured>> = []
     const writeRounds: Partial<Record<WriteScenario, Array<Record<WriteTarget, Measured>>>> = {}
+    const loginRounds: Array<Record<LoginTarget, Measured>> = []
     for (const scenario of args.scenarios.split(',').filter(Boolean)) {
+      if (scenario === 'login') {
+        loginRounds.push(...await logins(rosterTarget, writeBaseline, designLogin, adminToken))
+        for (const target of LOGIN_TARGETS) rows.push({ target, ...combine(loginRounds.map((r) => r[target])) })
+        continue
+      }
       if (isWriteScenario(scenario)) {
         const measured = writeRounds[scenario] = await writes(scenario, rosterTarget, writeBaseline, adminToken)
         for (const target of WRITE_TARGETS) rows.push({ target, ...combine(measured.map((r) => r[target])) })
@@ -548,28 +582,39 @@ async function main() {
         `throughput ${fmt(ratios['design-prepared'].throughput, 2)}×, p99 ${fmt(ratios['design-prepared'].p99, 2)}×`)
       console.log(`Rounds (req/s of ${TARGETS.join(', ')}): ${rounds.map((r, i) => `${i + 1}: ${TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
-    type WriteRatio = ReturnType<typeof ratiosOf> & { mainThreadCpu?: number }
-    const writeRatios: Record<string, WriteRatio> = {}
+    const writeRatios: Record<string, ReturnType<typeof ratiosOf>> = {}
     for (const [scenario, measured] of Object.entries(writeRounds)) {
-      const ratio: WriteRatio = writeRatios[scenario] = ratiosOf(measured, 'roster', 'baseline-writes')
+      const ratio = writeRatios[scenario] = ratiosOf(measured, 'roster', 'baseline-writes')
       const cpu = (target: WriteTarget) => combine(measured.map((r) => r[target])).cpuUsPerRequest
       const mainCpu = (target: WriteTarget) => combine(measured.map((r) => r[target])).mainThreadCpuUsPerRequest
       const statements = (target: WriteTarget) => median(measured.map((r) => r[target].statementsPerRequest ?? 0))
       const rounds = `Rounds (req/s of baseline-writes, roster): ${measured.map((r, i) => `${i + 1}: ${WRITE_TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`
       const counted = `statements a request (the server's count) ${fmt(statements('roster'), 1)} / ${fmt(statements('baseline-writes'), 1)}`
-      if (scenario === 'login') {
-        // Both verify the same stored argon2id hash on libuv's threads: what the main thread spends is the rest.
-        const mainRatio = ratio.mainThreadCpu = median(measured.map((r) => r.roster.mainThreadCpuUsPerRequest / Math.max(1, r['baseline-writes'].mainThreadCpuUsPerRequest)))
-        console.log(`\nlogin against the bare login baseline (the same hash, the same durable work), median of ${measured.length} rounds: ` +
-          `the main thread's CPU a login (all but the hash) ${mainCpu('roster')} / ${mainCpu('baseline-writes')} µs, ${fmt(mainRatio, 2)}× (target ≤ 1.30); ` +
-          `throughput ${fmt(ratio.throughput, 2)}×, p99 ${fmt(ratio.p99, 2)}×; the whole process's CPU ${cpu('roster')} / ${cpu('baseline-writes')} µs; ${counted}`)
-        console.log(rounds)
-        continue
-      }
       console.log(`\n${scenario} against the bare write baseline (same durable work, same tables), median of ${measured.length} rounds: ` +
         `throughput ${fmt(ratio.throughput, 2)}× (target ≥ ${scenario === 'refresh' ? '0.70' : '0.85'}), p99 ${fmt(ratio.p99, 2)}×; ` +
         `CPU ${cpu('roster')} / ${cpu('baseline-writes')} µs a request (the main thread's ${mainCpu('roster')} / ${mainCpu('baseline-writes')}); ${counted}`)
       console.log(rounds)
+    }
+    let loginRatios
+    if (loginRounds.length) {
+      // All three verify the same stored argon2id hash on libuv's threads: what the main thread spends is the rest.
+      const mainCpu = (target: LoginTarget) => combine(loginRounds.map((r) => r[target])).mainThreadCpuUsPerRequest
+      const mainRatio = (target: LoginTarget, reference: LoginTarget) =>
+        median(loginRounds.map((r) => r[target].mainThreadCpuUsPerRequest / Math.max(1, r[reference].mainThreadCpuUsPerRequest)))
+      const statements = (target: LoginTarget) => median(loginRounds.map((r) => r[target].statementsPerRequest ?? 0))
+      loginRatios = {
+        baseline: { ...ratiosOf(loginRounds, 'roster', 'baseline-writes'), mainThreadCpu: mainRatio('roster', 'baseline-writes') },
+        design: { ...ratiosOf(loginRounds, 'roster', 'design-login'), mainThreadCpu: mainRatio('roster', 'design-login') },
+        'design-baseline': { ...ratiosOf(loginRounds, 'design-login', 'baseline-writes'), mainThreadCpu: mainRatio('design-login', 'baseline-writes') }
+      }
+      console.log(`\nlogin against the bare login baseline (the same hash, the same durable work), median of ${loginRounds.length} rounds: ` +
+        `the main thread's CPU a login (all but the hash) ${mainCpu('roster')} / ${mainCpu('baseline-writes')} µs, ` +
+        `${fmt(loginRatios.baseline.mainThreadCpu, 2)}× (target ≤ 1.30); throughput ${fmt(loginRatios.baseline.throughput, 2)}×, ` +
+        `p99 ${fmt(loginRatios.baseline.p99, 2)}×; statements a request (the server's count) ${fmt(statements('roster'), 1)} / ${fmt(statements('baseline-writes'), 1)}`)
+      console.log(`The design's minimum login (Fastify, TypeBox, an access line, Kysely's own MySQL dialect): main thread ${mainCpu('design-login')} µs, ` +
+        `${fmt(loginRatios['design-baseline'].mainThreadCpu, 2)}× the bare login's; Roster ${fmt(loginRatios.design.mainThreadCpu, 2)}× the design's minimum; ` +
+        `its statements ${fmt(statements('design-login'), 1)}`)
+      console.log(`Rounds (req/s of ${LOGIN_TARGETS.join(', ')}): ${loginRounds.map((r, i) => `${i + 1}: ${LOGIN_TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
     let embeddedRatios
     if (embeddedRounds.length) {
@@ -612,7 +657,8 @@ async function main() {
     writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({
       at: new Date().toISOString(), users: USERS, duration: DURATION, rounds: ROUNDS, connections: CONNECTIONS, logLevel: args['log-level'],
       machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
-      rows, selfReadRounds: rounds, ratios, writeRounds, writeRatios, embeddedRounds, embeddedRatios, metricsRounds, metricsRatios, peakRssMb,
+      rows, selfReadRounds: rounds, ratios, writeRounds, writeRatios, loginRounds, loginRatios, embeddedRounds, embeddedRatios, metricsRounds, metricsRatios,
+      peakRssMb,
       drained, plans, valid: failed.length === 0
     }, null, 2))
     log(`figures in ${RESULTS}/latest.json`)
