@@ -6,24 +6,15 @@
 // (bench/baseline-writes.mjs): find the user by the address, verify the password against its stored hash, then in
 // one transaction lock the user, read its sessions, insert the session, the access and refresh tokens and the
 // session.created event, commit. No login limits, no event placing, no metrics.
-import { createHash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { verify } from '@node-rs/argon2'
 import { Type } from '@sinclair/typebox'
 import Fastify, { LogController } from 'fastify'
 import { Kysely, MysqlDialect } from 'kysely'
 import { createPool } from 'mysql2'
-import { selfReadBody } from './baseline-server.mjs'
+import { ACCESS_TTL_MS, MAX_SESSIONS, newToken, REFRESH_TTL_MS, selfReadBody, SESSION_MAX_AGE_MS } from './baseline-server.mjs'
 
 const db = new Kysely({ dialect: new MysqlDialect({ pool: createPool({ uri: process.env.MYSQL_URL, connectionLimit: Number(process.env.POOL_SIZE ?? 20) }) }) })
-const ACCESS_TTL_MS = 3_600_000
-const REFRESH_TTL_MS = 30 * 86_400_000
-const SESSION_MAX_AGE_MS = 90 * 86_400_000
-const MAX_SESSIONS = 100
-
-const newToken = () => {
-  const token = randomBytes(32).toString('base64url')
-  return { token, hash: createHash('sha256').update(token).digest('hex') }
-}
 const iso = (ms) => new Date(ms).toISOString()
 
 const app = Fastify({

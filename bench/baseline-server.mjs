@@ -1,6 +1,7 @@
-// What both bare baselines share: the HTTP side of GET /users/{id} for a caller reading itself, with hand-written
-// routing and JSON.stringify. No framework, no validation, no logging. Each baseline brings its own lookup.
-import { createHash } from 'node:crypto'
+// What the baselines share: the HTTP side of GET /users/{id} for a caller reading itself, with hand-written
+// routing and JSON.stringify (no framework, no validation, no logging; each baseline brings its own lookup), and
+// for the write baselines Roster's token shape and default lifetimes.
+import { createHash, randomBytes } from 'node:crypto'
 import http from 'node:http'
 
 /** The one query of a self-read: the token joined with its user and the user's primary address. */
@@ -8,6 +9,18 @@ export const SELF_READ_SQL = 'select users.id, users.name, emails.address as ema
   'users.created_at, users.updated_at from tokens inner join users on users.id = tokens.user_id ' +
   'left join emails on emails.primary_user_id = users.id ' +
   'where tokens.token_hash = ? and tokens.expires_at > ? and users.status = ?'
+
+/** The lifetimes and the session limit the write baselines share with Roster's defaults. */
+export const ACCESS_TTL_MS = 3_600_000
+export const REFRESH_TTL_MS = 30 * 86_400_000
+export const SESSION_MAX_AGE_MS = 90 * 86_400_000
+export const MAX_SESSIONS = 100
+
+/** A token as Roster makes them (256 random bits, base64url) and the SHA-256 (hex) it is stored under. */
+export function newToken() {
+  const token = randomBytes(32).toString('base64url')
+  return { token, hash: createHash('sha256').update(token).digest('hex') }
+}
 
 function send(res, status, body) {
   const payload = JSON.stringify(body)

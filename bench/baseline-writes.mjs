@@ -13,18 +13,9 @@ import { createHash, randomBytes } from 'node:crypto'
 import http from 'node:http'
 import { verify } from '@node-rs/argon2'
 import { createPool } from 'mysql2/promise'
-import { bearerHash, SELF_READ_SQL, selfReadBody } from './baseline-server.mjs'
+import { ACCESS_TTL_MS, bearerHash, MAX_SESSIONS, newToken, REFRESH_TTL_MS, SELF_READ_SQL, selfReadBody, SESSION_MAX_AGE_MS } from './baseline-server.mjs'
 
 const pool = createPool({ uri: process.env.MYSQL_URL, connectionLimit: Number(process.env.POOL_SIZE ?? 10) })
-const ACCESS_TTL_MS = 3_600_000
-const REFRESH_TTL_MS = 30 * 86_400_000
-const SESSION_MAX_AGE_MS = 90 * 86_400_000
-const MAX_SESSIONS = 100
-
-const newToken = () => {
-  const token = randomBytes(32).toString('base64url')
-  return { token, hash: createHash('sha256').update(token).digest('hex') }
-}
 
 function send(res, status, body, headers = {}) {
   const payload = JSON.stringify(body)
