@@ -1,8 +1,10 @@
-// What the design alone costs a login: POST /auth/tokens on the stack the design card names, used as its
-// documentation shows, and nothing else of Roster. Fastify with a TypeBox schema validating the body and serialising
-// the answer, Fastify's logger at info with one access line per request through pino (into a stream that discards),
-// Kysely's own MysqlDialect over a mysql2 pool of POOL_SIZE (its query builder, compiled for each statement, and its
-// transactions), the password checked by the same argon2id library. The durable work is the bare login's
+// What the design alone costs a login: POST /auth/tokens on the stack Roster is built on, used as its documentation
+// shows, and nothing else of Roster. Fastify with a TypeBox schema validating the body and serialising the answer,
+// Fastify's logger at info with one access line per request through pino (into a stream that discards), Kysely's
+// own MysqlDialect over a mysql2 pool of POOL_SIZE (its query builder, compiled for each statement, and its
+// transactions), the statements with values sent prepared as Roster's driver and the bare login send them (the
+// dialect's connection runs `execute` for them where it would run `query`), the password checked by the same
+// argon2id library. The durable work is the bare login's
 // (bench/baseline-writes.mjs): find the user by the address, verify the password against its stored hash, then in
 // one transaction lock the user, read its sessions, insert the session, the access and refresh tokens and the
 // session.created event, commit. No login limits, no event placing, no metrics.
@@ -14,7 +16,25 @@ import { Kysely, MysqlDialect } from 'kysely'
 import { createPool } from 'mysql2'
 import { ACCESS_TTL_MS, MAX_SESSIONS, newToken, REFRESH_TTL_MS, selfReadBody, SESSION_MAX_AGE_MS } from './baseline-server.mjs'
 
-const db = new Kysely({ dialect: new MysqlDialect({ pool: createPool({ uri: process.env.MYSQL_URL, connectionLimit: Number(process.env.POOL_SIZE ?? 20) }) }) })
+const pool = createPool({ uri: process.env.MYSQL_URL, connectionLimit: Number(process.env.POOL_SIZE ?? 20) })
+/** Each pooled connection as the dialect sees it: a statement with values goes out prepared, `begin` and `commit` as text. */
+const prepared = new WeakMap()
+const preparing = (connection) => {
+  let seen = prepared.get(connection)
+  if (!seen) {
+    seen = {
+      query: (sql, values, done) => (values?.length ? connection.execute(sql, values, done) : connection.query(sql, values, done)),
+      release: () => connection.release()
+    }
+    prepared.set(connection, seen)
+  }
+  return seen
+}
+const db = new Kysely({
+  dialect: new MysqlDialect({
+    pool: { getConnection: (done) => pool.getConnection((err, connection) => done(err, connection && preparing(connection))), end: (done) => pool.end(done) }
+  })
+})
 const iso = (ms) => new Date(ms).toISOString()
 
 const app = Fastify({

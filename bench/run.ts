@@ -12,6 +12,8 @@
 // alternating rounds too. The `metrics` scenario does scenario 1 with the metrics on (the default) and off
 // (METRICS_PORT=0), alternating. The `drain` scenario (bench/drain.ts) measures the outbox: mail and webhook
 // deliveries leaving a full outbox for receivers that answer at once, and a sign-up's mail under the rename load.
+// The write scenarios (rename, refresh, login) alternate with bench/baseline-writes.mjs, a bare node:http + mysql2
+// server doing the same durable work; the login with bench/baseline-design-login.mjs too, the design's minimum login.
 // Writes everything to bench/results/latest.json.
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -487,8 +489,9 @@ async function main() {
   const preparedBaseline = startBaseline('prepared', PREPARED_BASELINE_PORT)
   const design = startDesign()
   const writeBaseline = startWriteBaseline()
-  const designLogin = startDesignLogin()
-  const stop = () => { for (const child of [roster, baseline, preparedBaseline, design, writeBaseline, designLogin]) child.kill('SIGTERM') }
+  const scenarios = args.scenarios.split(',').filter(Boolean)
+  const designLogin = scenarios.includes('login') ? startDesignLogin() : undefined
+  const stop = () => { for (const child of [roster, baseline, preparedBaseline, design, writeBaseline, designLogin]) child?.kill('SIGTERM') }
   process.on('exit', stop)
   try {
     await waitFor(`http://127.0.0.1:${ROSTER_PORT}/health/ready`)
@@ -496,7 +499,7 @@ async function main() {
     await waitFor(`http://127.0.0.1:${PREPARED_BASELINE_PORT}/`)
     await waitFor(`http://127.0.0.1:${DESIGN_PORT}/`)
     await waitFor(`http://127.0.0.1:${WRITE_BASELINE_PORT}/`)
-    await waitFor(`http://127.0.0.1:${DESIGN_LOGIN_PORT}/`)
+    if (designLogin) await waitFor(`http://127.0.0.1:${DESIGN_LOGIN_PORT}/`)
     const adminToken = await adminLogin(`http://127.0.0.1:${ROSTER_PORT}`)
     const targets: Record<Target, { url: string; pid: number }> = {
       baseline: { url: `http://127.0.0.1:${BASELINE_PORT}`, pid: baseline.pid! },
@@ -517,8 +520,8 @@ async function main() {
     const metricsRounds: Array<Record<MetricsTarget, Measured>> = []
     const writeRounds: Partial<Record<WriteScenario, Array<Record<WriteTarget, Measured>>>> = {}
     const loginRounds: Array<Record<LoginTarget, Measured>> = []
-    for (const scenario of args.scenarios.split(',').filter(Boolean)) {
-      if (scenario === 'login') {
+    for (const scenario of new Set(scenarios)) {
+      if (scenario === 'login' && designLogin) {
         loginRounds.push(...await logins(rosterTarget, writeBaseline, designLogin, adminToken))
         for (const target of LOGIN_TARGETS) rows.push({ target, ...combine(loginRounds.map((r) => r[target])) })
         continue
