@@ -8,7 +8,7 @@
 // Prints one line per test file as it finishes, the details of each failure, and ends with one line:
 // "N passed, N failed". The whole TAP stream of each leg is kept in .tap/<leg>.tap.
 import { spawn } from 'node:child_process'
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs'
 import { createConnection } from 'mysql2/promise'
 
 const mysqlUrl = process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306'
@@ -85,10 +85,13 @@ async function mysqlReachable() {
 
 const totals = { passed: 0, failed: 0 }
 let exitCode = 0
+const started = Date.now()
+/** Seconds since the run began, for each phase's heading: where a slow run's time went. */
+const at = () => `[${Math.round((Date.now() - started) / 1000)}s]`
 
 // The type check (tests and benchmarks included), the lint (zero warnings) and the build of dist/ for the black-box
 // leg (test/blackbox/, which runs the service as `npm start` does), side by side.
-console.log('# typecheck (tsc --noEmit), lint (eslint) and build (tsc -p tsconfig.build.json)')
+console.log(`# ${at()} typecheck (tsc --noEmit), lint (eslint) and build (tsc -p tsconfig.build.json)`)
 const checks = await Promise.all([
   ['typecheck', run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], {})],
   ['lint', run('npx', ['--no-install', 'eslint', '--max-warnings', '0', '.'], {})],
@@ -139,8 +142,12 @@ const testsIn = (dir) => readdirSync(dir).filter((f) => f.endsWith('.test.ts')).
 const named = (files) => positional.length === 0 ? files : files.filter((file) => positional.some((arg) => within(file, arg)))
 const alone = named([...testsIn(TIMING), SDK])
 const browserFiles = named(testsIn(BROWSER))
-/** The named paths the legs run: not those run alone or in the browser (tap excludes only from folders it expands). */
-const forLegs = positional.filter((arg) => ![TIMING, BROWSER, SDK].some((path) => within(arg, path)))
+/** A named folder stands for the test files under it (fixtures aside): tap expands no folder of .ts files itself. */
+const filesOf = (path) => !existsSync(path) || !statSync(path).isDirectory() ? [path]
+  : readdirSync(path, { recursive: true }).map(String).filter((f) => f.endsWith('.test.ts') && !f.split('/').includes('fixtures'))
+    .sort().map((f) => `${path}/${f}`)
+/** The named files the legs run: not those run alone or in the browser (named files are never excluded by tap). */
+const forLegs = positional.flatMap(filesOf).filter((file) => ![TIMING, BROWSER, SDK].some((path) => within(file, path)))
 const legsToo = positional.length === 0 || forLegs.length > 0
 
 async function runLeg(leg, args, label) {
@@ -158,21 +165,21 @@ if (built.code !== 0) { console.log('# tap build failed'); totals.failed++; exit
 const runs = []
 const labels = []
 if (legsToo) {
-  console.log(`\n# ===== suite on ${legs.map((leg) => leg.name).join(' and ')} =====`)
+  console.log(`\n# ===== ${at()} suite on ${legs.map((leg) => leg.name).join(' and ')} =====`)
   runs.push(...await Promise.all(legs.map((leg) => runLeg(leg, [
     `--exclude=${TIMING}/**`, `--exclude=${BROWSER}/**`, `--exclude=${SDK}`, '--exclude=**/fixtures/**', ...options, ...forLegs
   ], leg.name))))
   labels.push(...legs.map((leg) => leg.name))
 }
 if (alone.length > 0) {
-  console.log(`\n# ===== ${alone.join(', ')}: alone, one file at a time, on ${legs.map((leg) => leg.name).join(' then ')} =====`)
+  console.log(`\n# ===== ${at()} ${alone.join(', ')}: alone, one file at a time, on ${legs.map((leg) => leg.name).join(' then ')} =====`)
   for (const leg of legs) {
     labels.push(`${leg.name}-alone`)
     runs.push(await runLeg(leg, ['--jobs=1', ...alone], `${leg.name}-alone`))
   }
 }
 if (browserFiles.length > 0) {
-  console.log(`\n# ===== ${BROWSER}, alone, on ${legs[0].name} =====`)
+  console.log(`\n# ===== ${at()} ${BROWSER}, alone, on ${legs[0].name} =====`)
   labels.push('browser')
   runs.push(await runLeg(legs[0], browserFiles, 'browser'))
 }
@@ -190,5 +197,6 @@ labels.forEach((label, i) => {
   }
 })
 
+console.log(`# ${at()} done`)
 console.log(`${totals.passed} passed, ${totals.failed} failed`)
 process.exit(exitCode || (totals.failed ? 1 : 0))
