@@ -137,15 +137,15 @@ const positional = extraArgs.filter((arg) => !arg.startsWith('-')).map(normal)
 const options = extraArgs.filter((arg) => arg.startsWith('-'))
 /** Whether `path` is `dir` itself or lies under it. */
 const within = (path, dir) => path === dir || path.startsWith(`${dir}/`)
-const testsIn = (dir) => readdirSync(dir).filter((f) => f.endsWith('.test.ts')).map((f) => `${dir}/${f}`)
+/** The test files under a folder, at any depth, fixtures aside, in a stable order. */
+const testsIn = (dir) => readdirSync(dir, { recursive: true }).map(String)
+  .filter((f) => f.endsWith('.test.ts') && !f.split('/').includes('fixtures')).sort().map((f) => `${dir}/${f}`)
 /** Of `files`, those the arguments name (a file, or a folder holding it): all of them when none is named. */
 const named = (files) => positional.length === 0 ? files : files.filter((file) => positional.some((arg) => within(file, arg)))
 const alone = named([...testsIn(TIMING), SDK])
 const browserFiles = named(testsIn(BROWSER))
 /** A named folder stands for the test files under it (fixtures aside): tap expands no folder of .ts files itself. */
-const filesOf = (path) => !existsSync(path) || !statSync(path).isDirectory() ? [path]
-  : readdirSync(path, { recursive: true }).map(String).filter((f) => f.endsWith('.test.ts') && !f.split('/').includes('fixtures'))
-    .sort().map((f) => `${path}/${f}`)
+const filesOf = (path) => existsSync(path) && statSync(path).isDirectory() ? testsIn(path) : [path]
 /** The named files the legs run: not those run alone or in the browser (named files are never excluded by tap). */
 const forLegs = positional.flatMap(filesOf).filter((file) => ![TIMING, BROWSER, SDK].some((path) => within(file, path)))
 const legsToo = positional.length === 0 || forLegs.length > 0
