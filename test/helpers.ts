@@ -19,14 +19,32 @@ export const MYSQL_URL = (process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:
 
 export const ADMIN = { email: 'root@example.com', password: 'root-password-1' }
 
-/** A TCP port free on 127.0.0.1 at the time of asking, for a server of the test's own. */
+/**
+ * A TCP port free on 127.0.0.1 at the time of asking, for a server of the test's own. Taken below the kernel's
+ * ephemeral range (/proc/sys/net/ipv4/ip_local_port_range, 32768 and up by default), where the port of no outgoing
+ * connection is chosen: a port the kernel hands out for `listen(0)` is free only until the next connection to
+ * MariaDB or Redis takes it, which on a host running both legs side by side happened between asking and starting.
+ * Random, so that the test processes running at once rarely ask for the same one, and tried before it is given.
+ */
 export async function freePort(): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
-  const port = (server.address() as net.AddressInfo).port
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
+  for (let attempt = 0; ; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000)
+    if (handedOut.has(port)) continue
+    const server = net.createServer()
+    const bound = await new Promise<boolean>((resolve) => {
+      server.once('error', () => resolve(false))
+      server.listen(port, '127.0.0.1', () => resolve(true))
+    })
+    if (!bound) {
+      if (attempt > 100) throw new Error('no free port found below the ephemeral range')
+      continue
+    }
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+    handedOut.add(port)
+    return port
+  }
 }
+const handedOut = new Set<number>()
 
 /** A fresh, empty database URL for one app, and how to drop it afterwards. */
 export async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
