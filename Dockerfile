@@ -29,5 +29,6 @@ USER node
 EXPOSE 3000 9464
 HEALTHCHECK --interval=30s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/health/live').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # The same flags as `npm start`: a bounded young generation and a bounded old-space limit keep the resident set
-# small under load (BENCHMARKS.md, "Memory").
-CMD ["node", "--max-semi-space-size=8", "--max-old-space-size=256", "dist/src/server.js"]
+# small under load (BENCHMARKS.md, "Memory"); the held nextTick entry is loaded before anything else
+# (src/tick-shape.ts).
+CMD ["node", "--max-semi-space-size=8", "--max-old-space-size=256", "--import", "./dist/src/tick-shape.js", "dist/src/server.js"]

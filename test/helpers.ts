@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -25,26 +25,43 @@ export const ADMIN = { email: 'root@example.com', password: 'root-password-1' }
  * connection is chosen: a port the kernel hands out for `listen(0)` is free only until the next connection to
  * MariaDB or Redis takes it, which on a host running both legs side by side happened between asking and starting.
  * Random, so that the test processes running at once rarely ask for the same one, and tried before it is given.
+ * Where the range leaves no room below it, the kernel's choice it is.
  */
 export async function freePort(): Promise<number> {
-  for (let attempt = 0; ; attempt++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000)
-    if (handedOut.has(port)) continue
-    const server = net.createServer()
-    const bound = await new Promise<boolean>((resolve) => {
-      server.once('error', () => resolve(false))
-      server.listen(port, '127.0.0.1', () => resolve(true))
-    })
-    if (!bound) {
-      if (attempt > 100) throw new Error('no free port found below the ephemeral range')
-      continue
+  const below = ephemeralStart()
+  for (let attempt = 0; below - 12_000 >= 1024 && attempt < 200; attempt++) {
+    const port = below - 12_000 + Math.floor(Math.random() * 12_000)
+    if (!handedOut.has(port) && await bindable(port)) {
+      handedOut.add(port)
+      return port
     }
-    await new Promise<void>((resolve) => server.close(() => resolve()))
-    handedOut.add(port)
-    return port
   }
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
+  const port = (server.address() as net.AddressInfo).port
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
 }
 const handedOut = new Set<number>()
+
+function ephemeralStart(): number {
+  try {
+    const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0])
+    return Number.isInteger(first) ? first : 0
+  } catch {
+    return 0
+  }
+}
+
+async function bindable(port: number): Promise<boolean> {
+  const server = net.createServer()
+  const bound = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => resolve(true))
+  })
+  if (bound) await new Promise<void>((resolve) => server.close(() => resolve()))
+  return bound
+}
 
 /** A fresh, empty database URL for one app, and how to drop it afterwards. */
 export async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {

@@ -49,10 +49,12 @@ export interface RunningService {
 /**
  * The built service (`dist/`, made by `npm test` before the legs run) started as `npm start` starts it, on a real
  * port, a fresh database of the leg's engine and the test's own settings; stopped with SIGTERM when the test ends.
- * `onLine` is told each line it writes, as it comes.
+ * `onLine` is told each line it writes, as it comes. With `stdoutFd`, its standard output goes to that open file
+ * instead, and only standard error's lines are gathered.
  */
 export async function startBuilt(
-  t: Pick<Test, 'teardown'>, env: Record<string, string> = {}, nodeArgs: string[] = [], onLine: (line: string) => void = () => {}
+  t: Pick<Test, 'teardown'>, env: Record<string, string> = {}, nodeArgs: string[] = [], onLine: (line: string) => void = () => {},
+  stdoutFd?: number
 ): Promise<RunningService> {
   if (!existsSync(entry)) throw new Error(`${entry} is missing: npm test builds it (or run npm run build)`)
   const port = await freePort()
@@ -72,10 +74,11 @@ export async function startBuilt(
       MAX_EVENT_LOOP_DELAY_MS: '0',
       METRICS_PORT: metricsPort, ...env
     },
-    stdio: ['ignore', 'pipe', 'pipe']
+    stdio: ['ignore', stdoutFd ?? 'pipe', 'pipe']
   })
   const lines: string[] = []
   for (const stream of [child.stdout, child.stderr]) {
+    if (!stream) continue
     let pending = ''
     stream.on('data', (chunk: Buffer) => {
       const parts = (pending + chunk.toString()).split('\n')
