@@ -28,39 +28,39 @@ export const ADMIN = { email: 'root@example.com', password: 'root-password-1' }
  * Where the range leaves no room below it, the kernel's choice it is.
  */
 export async function freePort(): Promise<number> {
-  const below = ephemeralStart()
-  for (let attempt = 0; below - 12_000 >= 1024 && attempt < 200; attempt++) {
-    const port = below - 12_000 + Math.floor(Math.random() * 12_000)
-    if (!handedOut.has(port) && await bindable(port)) {
+  for (let attempt = 0; EPHEMERAL_START - 12_000 >= 1024 && attempt < 200; attempt++) {
+    const port = EPHEMERAL_START - 12_000 + Math.floor(Math.random() * 12_000)
+    if (!handedOut.has(port) && await listenOnce(port) !== undefined) {
       handedOut.add(port)
       return port
     }
   }
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()))
-  const port = (server.address() as net.AddressInfo).port
-  await new Promise<void>((resolve) => server.close(() => resolve()))
+  const port = await listenOnce(0)
+  if (port === undefined) throw new Error('no TCP port free on 127.0.0.1')
   return port
 }
 const handedOut = new Set<number>()
-
-function ephemeralStart(): number {
+/** The first port of the kernel's ephemeral range, read once (0 where it cannot be read). */
+const EPHEMERAL_START = (() => {
   try {
     const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0])
     return Number.isInteger(first) ? first : 0
   } catch {
     return 0
   }
-}
+})()
 
-async function bindable(port: number): Promise<boolean> {
+/** Listens on `port` of 127.0.0.1 (0: one the kernel picks) and closes again: the port it got, or undefined if taken. */
+async function listenOnce(port: number): Promise<number | undefined> {
   const server = net.createServer()
   const bound = await new Promise<boolean>((resolve) => {
     server.once('error', () => resolve(false))
     server.listen(port, '127.0.0.1', () => resolve(true))
   })
-  if (bound) await new Promise<void>((resolve) => server.close(() => resolve()))
-  return bound
+  if (!bound) return undefined
+  const got = (server.address() as net.AddressInfo).port
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return got
 }
 
 /** A fresh, empty database URL for one app, and how to drop it afterwards. */

@@ -49,13 +49,14 @@ export interface RunningService {
 /**
  * The built service (`dist/`, made by `npm test` before the legs run) started as `npm start` starts it, on a real
  * port, a fresh database of the leg's engine and the test's own settings; stopped with SIGTERM when the test ends.
- * `onLine` is told each line it writes, as it comes. With `stdoutFd`, its standard output goes to that open file
- * instead, and only standard error's lines are gathered.
+ * `output.onLine` is told each line it writes, as it comes. With `output.stdoutFd`, its standard output goes to that
+ * open file instead, and only standard error's lines are gathered.
  */
 export async function startBuilt(
-  t: Pick<Test, 'teardown'>, env: Record<string, string> = {}, nodeArgs: string[] = [], onLine: (line: string) => void = () => {},
-  stdoutFd?: number
+  t: Pick<Test, 'teardown'>, env: Record<string, string> = {}, nodeArgs: string[] = [],
+  output: { onLine?: (line: string) => void; stdoutFd?: number } = {}
 ): Promise<RunningService> {
+  const { onLine = () => {}, stdoutFd } = output
   if (!existsSync(entry)) throw new Error(`${entry} is missing: npm test builds it (or run npm run build)`)
   const port = await freePort()
   const metricsPort = env.METRICS_PORT ?? String(await freePort())

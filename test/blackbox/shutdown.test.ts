@@ -12,7 +12,7 @@ import { root, startBuilt } from './service.js'
  * receives each line it writes; `exited` settles once the process has ended.
  */
 async function startService(t: Test, env: Record<string, string>, onLine: (line: string) => void = () => {}) {
-  const service = await startBuilt(t, { LOG_LEVEL: 'info', ...env }, [], onLine)
+  const service = await startBuilt(t, { LOG_LEVEL: 'info', ...env }, [], { onLine })
   return { child: service.child, base: service.base, up: service.running(), exited: service.exited, stderr: () => service.lines.join('\n') }
 }
 

@@ -21,7 +21,7 @@ t.test('the built service keeps nextTick on its fast path across full collection
     closeSync(fd)
     rmSync(dir, { recursive: true, force: true })
   })
-  const service = await startBuilt(t, {}, ['--allow-natives-syntax', '--expose-gc', '--import', FIXTURE], () => {}, fd)
+  const service = await startBuilt(t, {}, ['--allow-natives-syntax', '--expose-gc', '--import', FIXTURE], { stdoutFd: fd })
   const user = await signUp(service, 'ticks@example.com')
   for (let i = 0; i < 100; i++) t.equal((await call(service, 'GET', `/users/${user.id}`, { headers: user.auth })).status, 200)
 
