@@ -65,7 +65,8 @@ async function errorHandler(app: FastifyInstance): Promise<void> {
     else if (isRetryable(err)) request.log.warn({ err }, 'request refused: the data was contended past every retry')
     // A domain error's 503 (load shed, say) is an answer foreseen, logged as a rate where it is raised.
     else if (answer.status >= 500 && !(err instanceof DomainError)) request.log.error({ err }, 'request failed')
-    else if (!(err instanceof DomainError)) request.log.info({ code: err.code, msg: err.message }, 'request refused')
+    // `detail`, as in the problem body: under `msg` it would sit beside the line's own message, a key written twice.
+    else if (!(err instanceof DomainError)) request.log.info({ code: err.code, detail: err.message }, 'request refused')
     return sendProblem(reply, answer)
   })
   app.setNotFoundHandler((request, reply) => {

@@ -26,3 +26,17 @@ t.test('an anonymous request\'s access line has no user id', async (t) => {
   t.match(access[0], { statusCode: 401, request_id: 'lb-1234', client: '2001:db8::/64' })
   t.notOk('user_id' in access[0]!, 'no user id')
 })
+
+t.test('a request refused before its route runs is logged with its code and detail, each key once', async (t) => {
+  const lines: string[] = []
+  const app = await build(t, { env: { LOG_LEVEL: 'info' }, logStream: { write: (l) => { lines.push(l) } } })
+  const res = await app.inject({ method: 'POST', url: '/sessions', headers: { 'content-type': 'application/json' }, payload: '{"email":' })
+  t.equal(res.statusCode, 400)
+  const refused = lines.filter((l) => l.includes('"request refused"'))
+  t.equal(refused.length, 1, 'one line')
+  t.equal(refused[0]!.split('"msg":').length - 1, 1, 'one msg key: the detail is not written over')
+  t.match(JSON.parse(refused[0]!), {
+    level: 30, msg: 'request refused', request_id: res.headers['x-request-id'],
+    code: 'FST_ERR_CTP_INVALID_JSON_BODY', detail: /not valid JSON/
+  })
+})
