@@ -8,16 +8,24 @@ export function isUniqueViolation(err: unknown): boolean {
   return e?.code === 'ER_DUP_ENTRY' || e?.code === 'SQLITE_CONSTRAINT_UNIQUE' || e?.code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
 }
 
-/** A transaction lost a deadlock or lock wait and may be retried as a whole. */
+/**
+ * SQLite's "busy", in any of its extended codes: another process held the file. Only a stale snapshot
+ * (SQLITE_BUSY_SNAPSHOT) is worth a new attempt at once, and transactions begin IMMEDIATE (sqlite.ts) so that it does
+ * not arise. Any other busy has waited `busy_timeout` for the lock already, the whole service with it (the driver
+ * is synchronous): it is answered 503 at once rather than waited for again.
+ */
+const sqliteBusy = (code: unknown) => typeof code === 'string' && (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_'))
+
+/** A transaction lost a deadlock or lock wait (or read a stale SQLite snapshot) and may be retried as a whole. */
 export function isRetryable(err: unknown): boolean {
   const e = err as DriverError
-  return e?.code === 'ER_LOCK_DEADLOCK' || e?.code === 'ER_LOCK_WAIT_TIMEOUT' || e?.code === 'SQLITE_BUSY'
+  return e?.code === 'ER_LOCK_DEADLOCK' || e?.code === 'ER_LOCK_WAIT_TIMEOUT' || e?.code === 'SQLITE_BUSY_SNAPSHOT'
 }
 
 const UNAVAILABLE_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH',
   'PROTOCOL_CONNECTION_LOST', 'PROTOCOL_SEQUENCE_TIMEOUT', 'ER_CON_COUNT_ERROR', 'POOL_CLOSED', 'DB_TIMEOUT',
-  'ER_SERVER_SHUTDOWN', 'SQLITE_BUSY', 'SQLITE_IOERR',
+  'ER_SERVER_SHUTDOWN', 'SQLITE_IOERR',
   // Galera: a node that is not (yet) part of the primary component, "WSREP has not yet prepared node for application use".
   'ER_UNKNOWN_COM_ERROR'
 ])
@@ -25,7 +33,7 @@ const UNAVAILABLE_CODES = new Set([
 /** The database could not be reached or is saturated: the request may succeed later (503, not 500). */
 export function isUnavailable(err: unknown): boolean {
   const e = err as DriverError
-  if (typeof e?.code === 'string' && UNAVAILABLE_CODES.has(e.code)) return true
+  if (typeof e?.code === 'string' && (UNAVAILABLE_CODES.has(e.code) || sqliteBusy(e.code))) return true
   // mysql2 and Kysely say some of these only in words: a pool or a connection closed under a request (shutdown).
   return typeof e?.message === 'string' &&
     /Queue limit reached|Pool is closed|connect ETIMEDOUT|connection is in closed state|driver has already been destroyed/.test(e.message)

@@ -1,6 +1,7 @@
 import SQLite from 'better-sqlite3'
 import t from 'tap'
 import { cachingStatements } from '../../src/database/sqlite.js'
+import { inTransaction } from '../../src/database/transaction.js'
 import { MIGRATION_LOCK } from '../../src/database/mysql-driver.js'
 import { sql } from 'kysely'
 import { createConnection } from 'mysql2/promise'
@@ -212,4 +213,34 @@ t.test('the embedded engine answers the direct read at once, and waits with it f
   t.notOk(settled, 'that waits for the transaction to end')
   await trx.rollback().execute()
   t.same(await during, [{ n: 0 }], 'and never sees its uncommitted row')
+})
+
+t.test('an embedded transaction holds the write lock from its start: a writer in another process cannot make it fail', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
+  const fs = await import('node:fs')
+  const { tmpdir } = await import('node:os')
+  const path = await import('node:path')
+  const dir = fs.mkdtempSync(path.join(tmpdir(), 'roster-writers-'))
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'roster.sqlite')
+  const app = await build(t, { url: `sqlite:${file}` })
+  await sql`create table probe (x integer)`.execute(app.db)
+  // Another writer of the same file (a second process, an operator's shell), that waits for no lock.
+  const other = new SQLite(file)
+  t.teardown(() => other.close())
+  other.pragma('busy_timeout = 0')
+  let refused: unknown
+  await inTransaction(app.db, async (trx) => {
+    await sql`select count(*) as n from probe`.execute(trx)
+    // Begun as SQLite begins by default (deferred), the transaction would hold only a reader's snapshot here: the
+    // other write would go in, and the write below fail with SQLITE_BUSY_SNAPSHOT, which no wait can mend.
+    try {
+      other.prepare('insert into probe (x) values (2)').run()
+    } catch (err) {
+      refused = err
+    }
+    await sql`insert into probe (x) values (1)`.execute(trx)
+  })
+  t.match(refused, { code: 'SQLITE_BUSY' }, 'the other writer is told to wait, since the transaction holds the lock')
+  other.prepare('insert into probe (x) values (2)').run()
+  t.same(other.prepare('select x from probe order by x').all(), [{ x: 1 }, { x: 2 }], 'both writes in, one after the other')
 })
