@@ -9,17 +9,19 @@ export function isUniqueViolation(err: unknown): boolean {
 }
 
 /**
- * SQLite's "busy", in any of its extended codes: another process held the file. Only a stale snapshot
- * (SQLITE_BUSY_SNAPSHOT) is worth a new attempt at once, and transactions begin IMMEDIATE (sqlite.ts) so that it does
- * not arise. Any other busy has waited `busy_timeout` for the lock already, the whole service with it (the driver
- * is synchronous): it is answered 503 at once rather than waited for again.
+ * SQLite's "busy", in any of its extended codes: another process (a shell, a script) held the file's write lock. A
+ * transaction begins deferred, reading from a snapshot; one that meets such a write when it first writes fails at
+ * once, with SQLITE_BUSY, or with SQLITE_BUSY_SNAPSHOT when that write has committed since its snapshot, which no
+ * wait mends. Run again, it reads afresh. Transactions are not begun IMMEDIATE instead: the synchronous driver would
+ * then wait `busy_timeout` for the lock with the whole service, and the idle polls (the sequencer, the outbox) would
+ * take the write lock every second to read that there is nothing to do.
  */
 const sqliteBusy = (code: unknown) => typeof code === 'string' && (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_'))
 
-/** A transaction lost a deadlock or lock wait (or read a stale SQLite snapshot) and may be retried as a whole. */
+/** A transaction lost a deadlock, a lock wait or SQLite's write lock, and may be retried as a whole. */
 export function isRetryable(err: unknown): boolean {
   const e = err as DriverError
-  return e?.code === 'ER_LOCK_DEADLOCK' || e?.code === 'ER_LOCK_WAIT_TIMEOUT' || e?.code === 'SQLITE_BUSY_SNAPSHOT'
+  return e?.code === 'ER_LOCK_DEADLOCK' || e?.code === 'ER_LOCK_WAIT_TIMEOUT' || sqliteBusy(e?.code)
 }
 
 const UNAVAILABLE_CODES = new Set([

@@ -1,5 +1,5 @@
 import type SQLite from 'better-sqlite3'
-import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type SqliteDatabase, type SqliteDialectConfig, type SqliteStatement } from 'kysely'
+import type { SqliteDatabase, SqliteStatement } from 'kysely'
 import { statementSync, tracing } from '../tracing/spans.js'
 
 /** How many prepared statements the embedded engine keeps: far more than the distinct SQL texts Roster runs. */
@@ -39,29 +39,5 @@ function traced(sql: string, statement: SQLite.Statement): SqliteStatement {
     all: (parameters) => statementSync(sql, () => statement.all(parameters)),
     run: (parameters) => statementSync(sql, () => statement.run(parameters)),
     iterate: (parameters) => statementSync(sql, () => statement.iterate(parameters))
-  }
-}
-
-/**
- * Kysely's SQLite dialect, its transactions begun IMMEDIATE. A transaction begun as SQLite begins by default
- * (deferred) reads from a snapshot and asks for the write lock only at its first write: if another process wrote to
- * the file in between (an operator's shell, a script, a second service on the same file), that write fails with
- * SQLITE_BUSY_SNAPSHOT, which waiting cannot mend. Begun IMMEDIATE, it takes the write lock first, waiting for
- * another writer as `busy_timeout` allows, and reads what is current. Within the service nothing changes: the one
- * connection runs one transaction at a time, and readers (the direct read, other processes) never wait for a writer.
- */
-export class ImmediateSqliteDialect extends SqliteDialect {
-  constructor(private readonly config: SqliteDialectConfig) {
-    super(config)
-  }
-
-  override createDriver(): Driver {
-    return new ImmediateSqliteDriver(this.config)
-  }
-}
-
-class ImmediateSqliteDriver extends SqliteDriver {
-  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
-    await connection.executeQuery(CompiledQuery.raw('begin immediate'))
   }
 }
