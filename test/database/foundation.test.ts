@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import SQLite from 'better-sqlite3'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { cachingStatements } from '../../src/database/sqlite.js'
 import { inTransaction } from '../../src/database/transaction.js'
 import { MIGRATION_LOCK } from '../../src/database/mysql-driver.js'
@@ -185,15 +188,17 @@ t.test('logs never carry e-mail addresses; answers carry nosniff', async (t) => 
   t.equal((await app.inject('/no-such-route')).headers['x-content-type-options'], 'nosniff', 'errors too')
 })
 
+/** An embedded database file of the test's own, in a folder removed when it ends. */
+function databaseFile(t: Test): { dir: string; file: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'roster-file-'))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return { dir, file: join(dir, 'roster.sqlite') }
+}
+
 t.test('the embedded database file is readable by its owner only', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
-  const fs = await import('node:fs')
-  const { tmpdir } = await import('node:os')
-  const path = await import('node:path')
-  const dir = fs.mkdtempSync(path.join(tmpdir(), 'roster-mode-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const file = path.join(dir, 'roster.sqlite')
+  const { dir, file } = databaseFile(t)
   await build(t, { url: `sqlite:${file}` })
-  for (const f of [file, `${file}-wal`]) t.equal(fs.statSync(f).mode & 0o777, 0o600, `${f.slice(dir.length + 1)} is 0600`)
+  for (const f of [file, `${file}-wal`]) t.equal(statSync(f).mode & 0o777, 0o600, `${f.slice(dir.length + 1)} is 0600`)
 })
 
 t.test('the embedded engine answers the direct read at once, and waits with it for an open transaction', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
@@ -216,12 +221,7 @@ t.test('the embedded engine answers the direct read at once, and waits with it f
 })
 
 t.test('an embedded transaction that meets another process\'s write between its read and its write is run again', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
-  const fs = await import('node:fs')
-  const { tmpdir } = await import('node:os')
-  const path = await import('node:path')
-  const dir = fs.mkdtempSync(path.join(tmpdir(), 'roster-writers-'))
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
-  const file = path.join(dir, 'roster.sqlite')
+  const { file } = databaseFile(t)
   const app = await build(t, { url: `sqlite:${file}` })
   await sql`create table probe (x integer)`.execute(app.db)
   // Another writer of the same file (a second process, an operator's shell).
