@@ -28,8 +28,8 @@ export const ADMIN = { email: 'root@example.com', password: 'root-password-1' }
  * Where the range leaves no room below it, the kernel's choice it is.
  */
 export async function freePort(): Promise<number> {
-  for (let attempt = 0; EPHEMERAL_START - 12_000 >= 1024 && attempt < 200; attempt++) {
-    const port = EPHEMERAL_START - 12_000 + Math.floor(Math.random() * 12_000)
+  for (let attempt = 0; BELOW_EPHEMERAL >= 1024 && attempt < 200; attempt++) {
+    const port = BELOW_EPHEMERAL + Math.floor(Math.random() * 12_000)
     if (!handedOut.has(port) && await listenOnce(port) !== undefined) {
       handedOut.add(port)
       return port
@@ -40,11 +40,14 @@ export async function freePort(): Promise<number> {
   return port
 }
 const handedOut = new Set<number>()
-/** The first port of the kernel's ephemeral range, read once (0 where it cannot be read). */
-const EPHEMERAL_START = (() => {
+/**
+ * The first of the 12,000 ports just below the kernel's ephemeral range, read once; below 1024 (none to draw from)
+ * where the range cannot be read or leaves no room.
+ */
+const BELOW_EPHEMERAL = (() => {
   try {
     const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0])
-    return Number.isInteger(first) ? first : 0
+    return Number.isInteger(first) ? first - 12_000 : 0
   } catch {
     return 0
   }
@@ -80,16 +83,19 @@ export async function freshDatabase(): Promise<{ url: string; drop: () => Promis
   }
 }
 
+/** A folder of the test's own under the system's temporary folder, removed with everything in it when the test ends. */
+export function tempDir(t: Pick<Test, 'teardown'>, prefix = 'roster-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
+
 /**
  * A fresh database that several app instances (or a separate server process) can open at once: a file on the
  * embedded engine, a database of its own on MySQL. Removed when the test ends.
  */
 export async function sharedDatabase(t: Pick<Test, 'teardown'>): Promise<string> {
-  if (ENGINE === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'roster-'))
-    t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-    return `sqlite:${join(dir, 'shared.sqlite')}`
-  }
+  if (ENGINE === 'sqlite') return `sqlite:${join(tempDir(t), 'shared.sqlite')}`
   const db = await freshDatabase()
   t.teardown(db.drop)
   return db.url

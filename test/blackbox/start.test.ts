@@ -1,16 +1,15 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { cpSync, mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
+import { tempDir } from '../helpers.js'
 import { entry, root, startArgs } from './service.js'
 
 /** What `npm start` does before the service runs, and the line it shows a person at a terminal once it is ready. */
 
 t.test('npm start builds only when a source is newer than the last build', async (t) => {
   // The script on a project of its own, whose "tsc" counts its runs: dist/ of this checkout is not touched.
-  const dir = mkdtempSync(join(tmpdir(), 'roster-build-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'roster-build-')
   mkdirSync(join(dir, 'scripts'))
   cpSync(join(root, 'scripts', 'build-if-stale.mjs'), join(dir, 'scripts', 'build-if-stale.mjs'))
   for (const file of ['tsconfig.json', 'package-lock.json']) writeFileSync(join(dir, file), '{}')

@@ -1,7 +1,7 @@
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { closeSync, openSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
+import { tempDir } from '../helpers.js'
 import { call, root, signUp, startBuilt } from './service.js'
 
 const FIXTURE = join(root, 'test/blackbox/fixtures/tick-feedback.mjs')
@@ -14,13 +14,9 @@ const FIXTURE = join(root, 'test/blackbox/fixtures/tick-feedback.mjs')
  * whose blocks reach a file in order, so the service's standard output goes to one.
  */
 t.test('the built service keeps nextTick on its fast path across full collections at idle; it lives on', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'roster-ticks-'))
-  const file = join(dir, 'stdout')
+  const file = join(tempDir(t, 'roster-ticks-'), 'stdout')
   const fd = openSync(file, 'w')
-  t.teardown(() => {
-    closeSync(fd)
-    rmSync(dir, { recursive: true, force: true })
-  })
+  t.teardown(() => closeSync(fd))
   const service = await startBuilt(t, {}, ['--allow-natives-syntax', '--expose-gc', '--import', FIXTURE], { stdoutFd: fd })
   const user = await signUp(service, 'ticks@example.com')
   for (let i = 0; i < 100; i++) t.equal((await call(service, 'GET', `/users/${user.id}`, { headers: user.auth })).status, 200)

@@ -1,14 +1,13 @@
-import { mkdtempSync, rmSync, statSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { statSync } from 'node:fs'
+import { basename } from 'node:path'
 import SQLite from 'better-sqlite3'
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { cachingStatements } from '../../src/database/sqlite.js'
 import { inTransaction } from '../../src/database/transaction.js'
 import { MIGRATION_LOCK } from '../../src/database/mysql-driver.js'
 import { sql } from 'kysely'
 import { createConnection } from 'mysql2/promise'
-import { assertProblem, build, ENGINE, freshDatabase } from '../helpers.js'
+import { assertProblem, build, ENGINE, freshDatabase, sharedDatabase } from '../helpers.js'
 
 t.test('health', async (t) => {
   const app = await build(t)
@@ -188,17 +187,11 @@ t.test('logs never carry e-mail addresses; answers carry nosniff', async (t) => 
   t.equal((await app.inject('/no-such-route')).headers['x-content-type-options'], 'nosniff', 'errors too')
 })
 
-/** An embedded database file of the test's own, in a folder removed when it ends. */
-function databaseFile(t: Test): { dir: string; file: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'roster-file-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-  return { dir, file: join(dir, 'roster.sqlite') }
-}
-
 t.test('the embedded database file is readable by its owner only', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
-  const { dir, file } = databaseFile(t)
-  await build(t, { url: `sqlite:${file}` })
-  for (const f of [file, `${file}-wal`]) t.equal(statSync(f).mode & 0o777, 0o600, `${f.slice(dir.length + 1)} is 0600`)
+  const url = await sharedDatabase(t)
+  const file = url.slice('sqlite:'.length)
+  await build(t, { url })
+  for (const f of [file, `${file}-wal`]) t.equal(statSync(f).mode & 0o777, 0o600, `${basename(f)} is 0600`)
 })
 
 t.test('the embedded engine answers the direct read at once, and waits with it for an open transaction', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
@@ -221,11 +214,11 @@ t.test('the embedded engine answers the direct read at once, and waits with it f
 })
 
 t.test('an embedded transaction that meets another process\'s write between its read and its write is run again', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
-  const { file } = databaseFile(t)
-  const app = await build(t, { url: `sqlite:${file}` })
+  const url = await sharedDatabase(t)
+  const app = await build(t, { url })
   await sql`create table probe (x integer)`.execute(app.db)
   // Another writer of the same file (a second process, an operator's shell).
-  const other = new SQLite(file)
+  const other = new SQLite(url.slice('sqlite:'.length))
   t.teardown(() => other.close())
   let runs = 0
   const seen = await inTransaction(app.db, async (trx) => {

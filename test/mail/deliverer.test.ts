@@ -1,13 +1,12 @@
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { MailKind } from '../../src/mail/kind.js'
 import { Deliverer, retryDelay } from '../../src/outbox/deliverer.js'
 import { render, timeLeft } from '../../src/mail/templates.js'
-import { build, newUser, sharedDatabase } from '../helpers.js'
+import { build, newUser, sharedDatabase, tempDir } from '../helpers.js'
 import { TestSmtp, tokenIn } from './smtp.js'
 
 const FAST = { pollMs: 50, retryBaseMs: 100, retryMaxMs: 400 }
@@ -146,8 +145,7 @@ t.test('a deliverer stopping mid-batch gives back what it claimed and did not re
 
 /** A self-signed certificate for 127.0.0.1, made with openssl for this test only. */
 function selfSigned(t: Test): { key: string; cert: string; certFile: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'roster-tls-'))
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }))
+  const dir = tempDir(t, 'roster-tls-')
   execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=127.0.0.1',
     '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem')], { stdio: 'ignore' })
   return { key: readFileSync(join(dir, 'key.pem'), 'utf8'), cert: readFileSync(join(dir, 'cert.pem'), 'utf8'), certFile: join(dir, 'cert.pem') }
