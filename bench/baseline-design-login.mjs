@@ -1,13 +1,13 @@
 // What the design alone costs a login: POST /auth/tokens on the stack Roster is built on, used as its documentation
 // shows, and nothing else of Roster. Fastify with a TypeBox schema validating the body and serialising the answer,
-// Fastify's logger at info with one access line per request through pino (into a stream that discards), Kysely's
-// own MysqlDialect over a mysql2 pool of POOL_SIZE (its query builder, compiled for each statement, and its
-// transactions), the statements with values sent prepared as Roster's driver and the bare login send them (the
-// dialect's connection runs `execute` for them where it would run `query`), the password checked by the same
-// argon2id library. The durable work is the bare login's
-// (bench/baseline-writes.mjs): find the user by the address, verify the password against its stored hash, then in
-// one transaction lock the user, read its sessions, insert the session, the access and refresh tokens and the
-// session.created event, commit. No login limits, no event placing, no metrics.
+// Fastify's logger at info with one access line per request through pino to standard output (as Fastify's own
+// logger writes it), Kysely's own MysqlDialect over a mysql2 pool of POOL_SIZE (its query builder, compiled for each
+// statement, and its transactions), the statements with values sent prepared as Roster's driver and the bare login
+// send them (the dialect's connection runs `execute` for them where it would run `query`), the password checked by
+// the same argon2id library. The durable work is the bare login's (bench/baseline-writes.mjs): find the user by the
+// address, verify the password against its stored hash, then in one transaction lock the user, read its sessions,
+// insert the session, the access and refresh tokens and the session.created event, commit. No login limits, no
+// event placing, no metrics.
 import { randomBytes } from 'node:crypto'
 import { verify } from '@node-rs/argon2'
 import { Type } from '@sinclair/typebox'
@@ -38,7 +38,7 @@ const db = new Kysely({
 const iso = (ms) => new Date(ms).toISOString()
 
 const app = Fastify({
-  logger: { level: 'info', stream: { write() {} } },
+  logger: { level: 'info' },
   logController: new LogController({ disableRequestLogging: true })
 })
 app.addHook('onResponse', (request, reply, done) => {

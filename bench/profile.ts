@@ -1,5 +1,5 @@
 // npm run bench:profile [-- --rounds 3 --seconds 6 --warmup 7 --users 20000 --targets bare,fastify,design-nolog,design,roster --reuse]
-// (also roster-metrics-off: Roster with METRICS_PORT=0)
+// (also roster-warn: Roster at LOG_LEVEL=warn; roster-metrics-off: Roster with METRICS_PORT=0)
 //
 // The embedded self-read's CPU per request, for the bare server, a one-route Fastify server, the design's minimum
 // (bench/baseline-design.mjs, with and without its access line) and Roster. Each server is profiled alone under the
@@ -63,6 +63,11 @@ const TARGETS: Record<string, { argv: string[]; env: Record<string, string> }> =
   roster: {
     argv: startCommand(),
     env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000' }
+  },
+  // Roster at LOG_LEVEL=warn: no access line, the figure the embedded target of `npm run bench` is about.
+  'roster-warn': {
+    argv: startCommand(),
+    env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'warn', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000' }
   },
   // Roster with its metrics off (METRICS_PORT=0): against `roster`, what timing every answer costs.
   'roster-metrics-off': {
@@ -128,7 +133,7 @@ async function profile(name: string, round: number): Promise<{ scaled: number; r
 
 async function main() {
   mkdirSync('bench/results', { recursive: true })
-  if (targets.includes('roster')) {
+  if (targets.some((t) => t.startsWith('roster'))) {
     log('building the service (npm run build)')
     execFileSync('npm', ['run', '-s', 'build'], { stdio: 'inherit' })
   }
