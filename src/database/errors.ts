@@ -12,11 +12,17 @@ export function isUniqueViolation(err: unknown): boolean {
  * SQLite's "busy", in any of its extended codes: another process (a shell, a script) held the file's write lock. A
  * transaction begins deferred, reading from a snapshot; one that meets such a write when it first writes fails at
  * once, with SQLITE_BUSY, or with SQLITE_BUSY_SNAPSHOT when that write has committed since its snapshot, which no
- * wait mends. Run again, it reads afresh. Transactions are not begun IMMEDIATE instead: the synchronous driver would
- * then wait `busy_timeout` for the lock with the whole service, and the idle polls (the sequencer, the outbox) would
- * take the write lock every second to read that there is nothing to do.
+ * wait mends. Run again, it reads afresh. Transactions are not begun IMMEDIATE instead: the idle polls (the
+ * sequencer, the outbox) would take the write lock every second to read that there is nothing to do. SQLite's own
+ * wait for the lock (`busy_timeout`) stops the whole service, since the driver is synchronous, so it is kept to a
+ * few milliseconds and the rest of the wait is spent between attempts (sqlite.ts, transaction.ts).
  */
 const sqliteBusy = (code: unknown) => typeof code === 'string' && (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_'))
+
+/** SQLite's "busy" (above): another process holds, or has just used, the file's write lock. */
+export function isSqliteBusy(err: unknown): boolean {
+  return sqliteBusy((err as DriverError)?.code)
+}
 
 /** A transaction lost a deadlock, a lock wait or SQLite's write lock, and may be retried as a whole. */
 export function isRetryable(err: unknown): boolean {

@@ -1,14 +1,14 @@
 import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import SQLite from 'better-sqlite3'
-import { CompiledQuery, Kysely, Migrator, sql, SqliteDialect, type Transaction } from 'kysely'
+import { CompiledQuery, Kysely, Migrator, sql, type Transaction } from 'kysely'
 import { createPool, type Pool } from 'mysql2'
 import type { Database } from '../../db/types.js'
 import { migrationProvider } from '../../db/migrations/index.js'
 import { StartupError } from '../common/errors.js'
 import type { PoolUse } from '../metrics/kinds.js'
 import { connectionsHeld, PreparingMysqlDialect, readRows, TRANSACTION_POOL_SETUP, type Pools } from './mysql-driver.js'
-import { cachingStatements } from './sqlite.js'
+import { BUSY_TIMEOUT_MS, cachingStatements, PatientSqliteDialect } from './sqlite.js'
 
 /** The database handle every repository takes. */
 export type Db = Kysely<Database>
@@ -158,9 +158,9 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
   sqlite.pragma('journal_mode = WAL')
   sqlite.pragma('synchronous = NORMAL')
   sqlite.pragma('foreign_keys = ON')
-  sqlite.pragma('busy_timeout = 5000')
+  sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
   const statements = cachingStatements(sqlite)
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }) })
+  const db = new Kysely<Database>({ dialect: new PatientSqliteDialect(sqlite, statements) })
   const read: DirectRead = <Rows>(text: string, parameters: readonly unknown[]) => {
     if (sqlite.inTransaction || !sqlite.open) return db.executeQuery(CompiledQuery.raw(text, [...parameters])).then((result) => result.rows as Rows)
     return statements.prepare(text).all(parameters) as Rows

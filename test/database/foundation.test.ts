@@ -213,6 +213,37 @@ t.test('the embedded engine answers the direct read at once, and waits with it f
   t.same(await during, [{ n: 0 }], 'and never sees its uncommitted row')
 })
 
+t.test('another process\'s write lock on the embedded file is waited for between attempts, never inside the driver', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
+  const url = await sharedDatabase(t)
+  const app = await build(t, { url })
+  await sql`create table probe (x integer)`.execute(app.db)
+  const other = new SQLite(url.slice('sqlite:'.length))
+  t.teardown(() => other.close())
+  // The event loop's longest stall while the lock is held: SQLite's own wait (busy_timeout) would stop it whole.
+  let last = Date.now()
+  let stall = 0
+  const ticking = setInterval(() => {
+    stall = Math.max(stall, Date.now() - last)
+    last = Date.now()
+  }, 5)
+  t.teardown(() => clearInterval(ticking))
+  other.exec('begin immediate')
+  // A statement outside a transaction, and a transaction whose first statement writes: both would wait in SQLite.
+  const alone = sql`insert into probe (x) values (1)`.execute(app.db)
+  const together = inTransaction(app.db, async (trx) => {
+    await sql`insert into probe (x) values (2)`.execute(trx)
+    return (await sql<{ n: number }>`select count(*) as n from probe`.execute(trx)).rows[0]!.n
+  })
+  await new Promise((resolve) => setTimeout(resolve, 400))
+  other.prepare('insert into probe (x) values (3)').run()
+  other.exec('commit')
+  await alone
+  t.ok((await together) >= 2, 'both writes landed once the lock was let go')
+  t.same(other.prepare('select x from probe order by x').all(), [{ x: 1 }, { x: 2 }, { x: 3 }], 'all three rows in')
+  clearInterval(ticking)
+  t.ok(stall < 150, `the event loop went on meanwhile (its longest stall ${stall} ms, the lock held 400 ms)`)
+})
+
 t.test('an embedded transaction that meets another process\'s write between its read and its write is run again', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
   const url = await sharedDatabase(t)
   const app = await build(t, { url })

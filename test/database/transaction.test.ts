@@ -43,14 +43,24 @@ t.test('past eight attempts it gives up; the answer is 503 with Retry-After, not
   t.equal(galera.status, 503, 'a Galera node outside the primary component: 503')
 })
 
-t.test('SQLite\'s busy, in any of its extended codes, is retried as a whole, then answered 503, never 500', async (t) => {
+t.test('SQLite\'s busy, in any of its extended codes, is retried as a whole for 5 s, then answered 503, never 500', async (t) => {
+  const busy = (code: string) => Object.assign(new Error('database is locked'), { code })
   for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_TIMEOUT']) {
     let runs = 0
-    const err = await inTransaction(fakeDb, async () => {
-      runs++
-      throw Object.assign(new Error('database is locked'), { code })
-    }).catch((e: unknown) => e)
-    t.equal(runs, 8, `${code}: retried`)
-    t.equal(answerTo(toDomainError(err as Error)!).status, 503, `${code}: 503`)
+    const result = await inTransaction(fakeDb, async () => {
+      if (++runs < 12) throw busy(code)
+      return 'done'
+    })
+    t.equal(result, 'done', `${code}: retried past the eight attempts a deadlock gets, until the lock is let go`)
+    t.equal(runs, 12)
   }
+  let runs = 0
+  const started = Date.now()
+  const err = await inTransaction(fakeDb, async () => {
+    runs++
+    throw busy('SQLITE_BUSY')
+  }).catch((e: unknown) => e)
+  const waited = Date.now() - started
+  t.ok(waited >= 5000 && waited < 6000, `given up after 5 s (${waited} ms, ${runs} runs)`)
+  t.equal(answerTo(toDomainError(err as Error)!).status, 503, '503')
 })
