@@ -294,7 +294,7 @@ async function drainScenario(main: ChildProcess, adminToken: string): Promise<Dr
 
 const WRITE_TARGETS = ['baseline-writes', 'roster'] as const
 type WriteTarget = typeof WRITE_TARGETS[number]
-/** The login alternates over the design's minimum too: the floor the design card puts under it. */
+/** The login alternates over the design's minimum too: the floor the design puts under it. */
 const LOGIN_TARGETS = ['baseline-writes', 'design-login', 'roster'] as const
 type LoginTarget = typeof LOGIN_TARGETS[number]
 
