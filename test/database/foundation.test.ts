@@ -213,12 +213,18 @@ t.test('the embedded engine answers the direct read at once, and waits with it f
   t.same(await during, [{ n: 0 }], 'and never sees its uncommitted row')
 })
 
-t.test('another process\'s write lock on the embedded file is waited for between attempts, never inside the driver', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
+/** An app on an embedded file with a `probe` table, and another writer of the same file (a second process, a shell). */
+async function withOtherWriter(t: Parameters<typeof build>[0]) {
   const url = await sharedDatabase(t)
   const app = await build(t, { url })
   await sql`create table probe (x integer)`.execute(app.db)
   const other = new SQLite(url.slice('sqlite:'.length))
   t.teardown(() => other.close())
+  return { app, other }
+}
+
+t.test('another process\'s write lock on the embedded file is waited for between attempts, never inside the driver', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
+  const { app, other } = await withOtherWriter(t)
   // The event loop's longest stall while the lock is held: SQLite's own wait (busy_timeout) would stop it whole.
   let last = Date.now()
   let stall = 0
@@ -245,12 +251,7 @@ t.test('another process\'s write lock on the embedded file is waited for between
 })
 
 t.test('an embedded transaction that meets another process\'s write between its read and its write is run again', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
-  const url = await sharedDatabase(t)
-  const app = await build(t, { url })
-  await sql`create table probe (x integer)`.execute(app.db)
-  // Another writer of the same file (a second process, an operator's shell).
-  const other = new SQLite(url.slice('sqlite:'.length))
-  t.teardown(() => other.close())
+  const { app, other } = await withOtherWriter(t)
   let runs = 0
   const seen = await inTransaction(app.db, async (trx) => {
     runs++
