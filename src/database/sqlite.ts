@@ -40,51 +40,101 @@ export class PatientSqliteDialect extends SqliteDialect {
   }
 }
 
+/**
+ * The one connection, taken in turn (first come, first served), as Kysely's own driver does it; but a statement that
+ * waits for another process's lock gives its turn up during each pause, so that the reads, the probes and the other
+ * writes go on meanwhile, each write with a wait of its own. Kysely's SQLite connection runs a statement at once and
+ * throws SQLite's error as it comes, so a statement that succeeds pays nothing for this.
+ */
 class PatientSqliteDriver extends SqliteDriver {
   readonly #database: SQLite.Database
-  #patient: DatabaseConnection | undefined
+  readonly #turn = new Turn()
+  #connection: DatabaseConnection | undefined
+  #closing = false
 
   constructor(database: SQLite.Database, statements: SqliteDatabase) {
     super({ database: statements })
     this.#database = database
   }
 
-  override async acquireConnection(): Promise<DatabaseConnection> {
+  override async init(): Promise<void> {
+    await super.init()
     const connection = await super.acquireConnection()
-    this.#patient ??= patient(connection, this.#database)
-    return this.#patient
+    await super.releaseConnection()
+    this.#connection = this.#patient(connection)
+  }
+
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    await this.#turn.take()
+    return this.#connection!
+  }
+
+  override async releaseConnection(): Promise<void> {
+    this.#turn.give()
+  }
+
+  /** Closes the file once the statement running has ended; one waiting for a lock then ends unavailable (503). */
+  override async destroy(): Promise<void> {
+    this.#closing = true
+    await this.#turn.take()
+    try {
+      await super.destroy()
+    } finally {
+      this.#turn.give()
+    }
+  }
+
+  #patient(connection: DatabaseConnection): DatabaseConnection {
+    const database = this.#database
+    const waiting = async (query: CompiledQuery, first: unknown): Promise<QueryResult<unknown>> => {
+      const until = Date.now() + BUSY_WAIT_MS
+      let err = first
+      for (let delay = 5; Date.now() < until; delay = Math.min(100, delay * 2)) {
+        this.#turn.give()
+        await pause(delay)
+        await this.#turn.take()
+        if (this.#closing) break
+        try {
+          return await connection.executeQuery(query)
+        } catch (again) {
+          if (!isSqliteBusy(again) || database.inTransaction) throw again
+          err = again
+        }
+      }
+      throw err
+    }
+    return {
+      executeQuery<R>(query: CompiledQuery) {
+        try {
+          return connection.executeQuery<R>(query)
+        } catch (err) {
+          if (!isSqliteBusy(err) || database.inTransaction) throw err
+          return waiting(query, err) as Promise<QueryResult<R>>
+        }
+      },
+      streamQuery: (query, chunkSize) => connection.streamQuery(query, chunkSize)
+    }
   }
 }
 
-/**
- * The one connection, its statements outside a transaction run again while another process holds the lock. Kysely's
- * SQLite connection runs a statement at once and throws SQLite's error as it comes, so a statement that succeeds
- * pays nothing here. A statement waiting keeps the connection (the direct reads do not need it, database/index.ts).
- */
-function patient(connection: DatabaseConnection, database: SQLite.Database): DatabaseConnection {
-  const waiting = async (query: CompiledQuery, first: unknown): Promise<QueryResult<unknown>> => {
-    let err = first
-    for (let waited = 0, delay = 5; waited < BUSY_WAIT_MS; waited += delay, delay = Math.min(100, delay * 2)) {
-      await pause(delay)
-      try {
-        return await connection.executeQuery(query)
-      } catch (again) {
-        if (!isSqliteBusy(again)) throw again
-        err = again
-      }
+/** One holder at a time, the others served in the order they asked. Taking a free turn allocates nothing. */
+class Turn {
+  #held = false
+  readonly #waiting: Array<() => void> = []
+
+  take(): Promise<void> | undefined {
+    if (!this.#held) {
+      this.#held = true
+      return undefined
     }
-    throw err
+    return new Promise((resolve) => this.#waiting.push(resolve))
   }
-  return {
-    executeQuery<R>(query: CompiledQuery) {
-      try {
-        return connection.executeQuery<R>(query)
-      } catch (err) {
-        if (!isSqliteBusy(err) || database.inTransaction) throw err
-        return waiting(query, err) as Promise<QueryResult<R>>
-      }
-    },
-    streamQuery: (query, chunkSize) => connection.streamQuery(query, chunkSize)
+
+  /** Hands the turn to the next in line, or frees it. */
+  give(): void {
+    const next = this.#waiting.shift()
+    if (next) next()
+    else this.#held = false
   }
 }
 

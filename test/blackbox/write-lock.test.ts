@@ -3,14 +3,16 @@ import t from 'tap'
 import { ENGINE } from '../helpers.js'
 import { call, signUp, startBuilt } from './service.js'
 
-/** The longest the built service took to answer a liveness probe, probed every 50 ms for `ms`. */
-async function slowestProbe(service: Awaited<ReturnType<typeof startBuilt>>, ms: number): Promise<number> {
+/** The longest the built service took to answer each of `paths` (a GET, 200 expected), probed every 50 ms for `ms`. */
+async function slowestAnswer(service: Awaited<ReturnType<typeof startBuilt>>, paths: string[], headers: Record<string, string>, ms: number): Promise<number> {
   let slowest = 0
   for (const until = Date.now() + ms; Date.now() < until;) {
-    const started = Date.now()
-    const live = await call(service, 'GET', '/health/live')
-    if (live.status !== 200) throw new Error(`/health/live answered ${live.status}`)
-    slowest = Math.max(slowest, Date.now() - started)
+    for (const path of paths) {
+      const started = Date.now()
+      const answer = await call(service, 'GET', path, { headers })
+      if (answer.status !== 200) throw new Error(`${path} answered ${answer.status}`)
+      slowest = Math.max(slowest, Date.now() - started)
+    }
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
   return slowest
@@ -18,10 +20,10 @@ async function slowestProbe(service: Awaited<ReturnType<typeof startBuilt>>, ms:
 
 /**
  * Another process writing to the embedded file (an operator's shell, a script) holds SQLite's one write lock for as
- * long as it likes. The synchronous driver must not wait for it with the whole process: the built service, started
- * as `npm start` starts it, answers its probes and reads meanwhile (its idle polls, which write, meet the lock every
- * second), its writes wait for the lock and land once it is let go, and past the wait (5 s) they are answered 503
- * and change nothing. The same process lives on.
+ * long as it likes. The synchronous driver must not wait for it with the whole process, nor may a waiting write hold
+ * the one connection: the built service, started as `npm start` starts it, answers its probes and reads meanwhile,
+ * its writes (in a transaction, and outside one: an idempotency key's) wait for the lock and land once it is let go,
+ * and past the wait (5 s) they are answered 503 and change nothing. The same process lives on.
  */
 t.test('another process holding the embedded file\'s write lock stops no other answer; writes wait for it, then 503', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
   const service = await startBuilt(t)
@@ -32,11 +34,16 @@ t.test('another process holding the embedded file\'s write lock stops no other a
 
   other.exec('begin immediate')
   const renamed = call(service, 'PUT', `/users/${user.id}/name`, { headers: user.auth, body: { name: 'Waited' } })
-  const slowest = await slowestProbe(service, 2000)
-  t.ok(slowest < 500, `the liveness probe answered within ${slowest} ms at worst while the lock was held (2 s)`)
-  t.equal(await name(), 'Probe', 'reads answer too, from before the held write')
+  const keyed = call(service, 'POST', '/users', {
+    headers: { 'idempotency-key': '6d0c7a52-0000-4000-8000-000000000001' },
+    body: { name: 'Keyed', email: 'keyed-under-lock@example.com', password: 'password-123' }
+  })
+  const slowest = await slowestAnswer(service, ['/health/live', '/health/ready', `/users/${user.id}/emails`], user.auth, 2000)
+  t.ok(slowest < 500, `probes and reads answered within ${slowest} ms at worst while the lock was held (2 s) and two writes waited`)
+  t.equal(await name(), 'Probe', 'from before the held writes')
   other.exec('commit')
-  t.equal((await renamed).status, 200, 'the write waited for the lock and landed')
+  t.equal((await renamed).status, 200, 'the write in a transaction waited for the lock and landed')
+  t.equal((await keyed).status, 201, 'so did the one whose idempotency key is written outside a transaction')
   t.equal(await name(), 'Waited')
 
   other.exec('begin immediate')

@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3'
 import t from 'tap'
 import { cachingStatements } from '../../src/database/sqlite.js'
 import { inTransaction } from '../../src/database/transaction.js'
+import { isUnavailable } from '../../src/database/errors.js'
 import { MIGRATION_LOCK } from '../../src/database/mysql-driver.js'
 import { sql } from 'kysely'
 import { createConnection } from 'mysql2/promise'
@@ -223,36 +224,74 @@ async function withOtherWriter(t: Parameters<typeof build>[0]) {
   return { app, other }
 }
 
-t.test('another process\'s write lock on the embedded file is waited for between attempts, never inside the driver', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
-  const { app, other } = await withOtherWriter(t)
-  // The event loop's longest stall while the lock is held: SQLite's own wait (busy_timeout) would stop it whole.
+/** The event loop's longest stall from now on: SQLite's own wait for a lock (busy_timeout) would stop it whole. */
+function stalls(t: Parameters<typeof build>[0]) {
   let last = Date.now()
-  let stall = 0
+  let longest = 0
   const ticking = setInterval(() => {
-    stall = Math.max(stall, Date.now() - last)
+    longest = Math.max(longest, Date.now() - last)
     last = Date.now()
   }, 5)
   t.teardown(() => clearInterval(ticking))
+  return () => longest
+}
+
+/** How long a statement of the app's own took to answer, in ms. */
+async function timed(work: () => Promise<unknown>): Promise<number> {
+  const started = Date.now()
+  await work()
+  return Date.now() - started
+}
+
+t.test('another process\'s write lock on the embedded file is waited for between attempts, never inside the driver', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
+  const { app, other } = await withOtherWriter(t)
+  const longestStall = stalls(t)
   other.exec('begin immediate')
-  // A statement outside a transaction, and a transaction whose first statement writes: both would wait in SQLite.
-  const alone = sql`insert into probe (x) values (1)`.execute(app.db)
+  // A transaction whose first statement writes, and a statement outside a transaction: both would wait in SQLite.
+  let attempts = 0
   const together = inTransaction(app.db, async (trx) => {
+    attempts++
     await sql`insert into probe (x) values (2)`.execute(trx)
     return (await sql<{ n: number }>`select count(*) as n from probe`.execute(trx)).rows[0]!.n
   })
-  await new Promise((resolve) => setTimeout(resolve, 400))
+  const alone = sql`insert into probe (x) values (1)`.execute(app.db)
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  // Meanwhile the one connection is not held by the waiting writes: reads through it answer.
+  const read = await timed(() => sql`select count(*) as n from probe`.execute(app.db))
+  const ping = await timed(() => sql`select 1`.execute(app.db))
+  await new Promise((resolve) => setTimeout(resolve, 300))
   other.prepare('insert into probe (x) values (3)').run()
   other.exec('commit')
   await alone
   t.ok((await together) >= 2, 'both writes landed once the lock was let go')
+  t.ok(attempts > 1, `the transaction met the lock and was run again (${attempts} runs)`)
   t.same(other.prepare('select x from probe order by x').all(), [{ x: 1 }, { x: 2 }, { x: 3 }], 'all three rows in')
-  clearInterval(ticking)
-  t.ok(stall < 150, `the event loop went on meanwhile (its longest stall ${stall} ms, the lock held 400 ms)`)
+  t.ok(read < 200 && ping < 200, `reads went on meanwhile (${read} and ${ping} ms)`)
+  t.ok(longestStall() < 150, `the event loop went on meanwhile (its longest stall ${longestStall()} ms, the lock held 400 ms)`)
+})
+
+t.test('a statement outside a transaction gives up after 5 s of another process\'s lock: unavailable, nothing written', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
+  const { app, other } = await withOtherWriter(t)
+  const longestStall = stalls(t)
+  other.exec('begin immediate')
+  const started = Date.now()
+  const refused = sql`insert into probe (x) values (1)`.execute(app.db).then(() => undefined, (err: unknown) => err)
+  await new Promise((resolve) => setTimeout(resolve, 1000))
+  const read = await timed(() => sql`select count(*) as n from probe`.execute(app.db))
+  const err = await refused
+  const waited = Date.now() - started
+  other.exec('commit')
+  t.ok(isUnavailable(err), `refused as the database being unavailable (${String(err)})`)
+  t.ok(waited >= 5000 && waited < 6500, `after its 5 s (${waited} ms)`)
+  t.ok(read < 200, `a read went on meanwhile (${read} ms)`)
+  t.same(other.prepare('select x from probe').all(), [], 'nothing written')
+  t.ok(longestStall() < 150, `the event loop went on meanwhile (its longest stall ${longestStall()} ms)`)
 })
 
 t.test('an embedded transaction that meets another process\'s write between its read and its write is run again', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
   const { app, other } = await withOtherWriter(t)
   let runs = 0
+  const started = Date.now()
   const seen = await inTransaction(app.db, async (trx) => {
     runs++
     const { n } = (await sql<{ n: number }>`select count(*) as n from probe`.execute(trx)).rows[0]!
@@ -263,6 +302,7 @@ t.test('an embedded transaction that meets another process\'s write between its 
     return n
   })
   t.equal(runs, 2, 'run again')
+  t.ok(Date.now() - started < 1000, 'at once: a statement inside a transaction is never waited on, its snapshot is stale')
   t.equal(seen, 1, 'reading afresh what the other process wrote')
   t.same(other.prepare('select x from probe order by x').all(), [{ x: 1 }, { x: 2 }], 'both writes in')
 })
