@@ -54,26 +54,25 @@ const pin = cpus().length >= 2 && has('taskset', '--version')
 const onCore = (core: number, argv: string[]) => (pin ? ['taskset', '-c', String(core), ...argv] : argv)
 const SERVER_CORE = cpus().length - 1
 
+/** Roster as `npm start` starts it, on the same file, at `info`, with a rate limit the load never reaches; `env` on top. */
+function roster(env: Record<string, string> = {}) {
+  return {
+    argv: startCommand(),
+    env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000', ...env }
+  }
+}
+
 /** Each target: how it starts (all on the same SQLite file, on PORT). */
 const TARGETS: Record<string, { argv: string[]; env: Record<string, string> }> = {
   bare: { argv: ['bench/baseline-sqlite.mjs'], env: { SQLITE_FILE } },
   fastify: { argv: ['bench/baseline-fastify.mjs'], env: { SQLITE_FILE } },
   design: { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE } },
   'design-nolog': { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_LOG: 'off' } },
-  roster: {
-    argv: startCommand(),
-    env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000' }
-  },
+  roster: roster(),
   // Roster at LOG_LEVEL=warn: no access line, the figure the embedded target of `npm run bench` is about.
-  'roster-warn': {
-    argv: startCommand(),
-    env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'warn', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000' }
-  },
+  'roster-warn': roster({ LOG_LEVEL: 'warn' }),
   // Roster with its metrics off (METRICS_PORT=0): against `roster`, what timing every answer costs.
-  'roster-metrics-off': {
-    argv: startCommand(),
-    env: { DATABASE_URL: `sqlite:${SQLITE_FILE}`, HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ENV: 'production', RATE_LIMIT_MAX: '100000000', METRICS_PORT: '0' }
-  }
+  'roster-metrics-off': roster({ METRICS_PORT: '0' })
 }
 const targets = args.targets.split(',').filter(Boolean)
 for (const t of targets) if (!TARGETS[t]) throw new Error(`unknown target ${t}; known: ${Object.keys(TARGETS).join(', ')}`)

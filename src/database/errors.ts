@@ -17,17 +17,15 @@ export function isUniqueViolation(err: unknown): boolean {
  * wait for the lock (`busy_timeout`) stops the whole service, since the driver is synchronous, so it is kept to a
  * few milliseconds and the rest of the wait is spent between attempts (sqlite.ts, transaction.ts).
  */
-const sqliteBusy = (code: unknown) => typeof code === 'string' && (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_'))
-
-/** SQLite's "busy" (above): another process holds, or has just used, the file's write lock. */
 export function isSqliteBusy(err: unknown): boolean {
-  return sqliteBusy((err as DriverError)?.code)
+  const code = (err as DriverError)?.code
+  return typeof code === 'string' && (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_'))
 }
 
 /** A transaction lost a deadlock, a lock wait or SQLite's write lock, and may be retried as a whole. */
 export function isRetryable(err: unknown): boolean {
   const e = err as DriverError
-  return e?.code === 'ER_LOCK_DEADLOCK' || e?.code === 'ER_LOCK_WAIT_TIMEOUT' || sqliteBusy(e?.code)
+  return e?.code === 'ER_LOCK_DEADLOCK' || e?.code === 'ER_LOCK_WAIT_TIMEOUT' || isSqliteBusy(e)
 }
 
 const UNAVAILABLE_CODES = new Set([
@@ -41,7 +39,7 @@ const UNAVAILABLE_CODES = new Set([
 /** The database could not be reached or is saturated: the request may succeed later (503, not 500). */
 export function isUnavailable(err: unknown): boolean {
   const e = err as DriverError
-  if (typeof e?.code === 'string' && (UNAVAILABLE_CODES.has(e.code) || sqliteBusy(e.code))) return true
+  if (typeof e?.code === 'string' && (UNAVAILABLE_CODES.has(e.code) || isSqliteBusy(e))) return true
   // mysql2 and Kysely say some of these only in words: a pool or a connection closed under a request (shutdown).
   return typeof e?.message === 'string' &&
     /Queue limit reached|Pool is closed|connect ETIMEDOUT|connection is in closed state|driver has already been destroyed/.test(e.message)

@@ -1,3 +1,4 @@
+import { setTimeout as pause } from 'node:timers/promises'
 import type SQLite from 'better-sqlite3'
 import { SqliteDialect, SqliteDriver, type CompiledQuery, type DatabaseConnection, type Driver, type QueryResult, type SqliteDatabase, type SqliteStatement } from 'kysely'
 import { statementSync, tracing } from '../tracing/spans.js'
@@ -16,8 +17,6 @@ export const BUSY_TIMEOUT_MS = 10
  * transaction as a whole (transaction.ts).
  */
 export const BUSY_WAIT_MS = 5000
-
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /**
  * Kysely's SQLite dialect, but a statement run outside a transaction that finds the file's write lock taken by
@@ -57,6 +56,7 @@ class PatientSqliteDriver extends SqliteDriver {
     this.#database = database
   }
 
+  /** Kysely's driver opens the one connection; it is taken from it once, and handed out in turn from here on. */
   override async init(): Promise<void> {
     await super.init()
     const connection = await super.acquireConnection()

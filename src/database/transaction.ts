@@ -1,3 +1,4 @@
+import { setTimeout as pause } from 'node:timers/promises'
 import { MysqlAdapter } from 'kysely'
 import type { Db, Trx } from './index.js'
 import { isRetryable, isSqliteBusy } from './errors.js'
@@ -10,8 +11,8 @@ const ATTEMPTS = 8
  * Runs fn in a transaction, retrying the whole of it when the engine reports a deadlock: InnoDB's own, or a Galera
  * cluster's certification conflict (two nodes committed writes to the same rows; the later one is told "deadlock"
  * at commit and nothing of it was applied), or when SQLite finds the file's write lock taken by another process
- * (tried again for up to BUSY_WAIT_MS rather than a number of attempts). The delays grow and are jittered, so that writers contending for one row
- * from several nodes spread out; a transaction that still loses is answered 503 (see database/errors.ts). On MySQL
+ * (tried again for up to BUSY_WAIT_MS rather than a number of attempts). The delays grow and are jittered, so that
+ * writers contending for one row from several nodes spread out; a transaction that still loses is answered 503 (see database/errors.ts). On MySQL
  * the transaction is READ COMMITTED, as every connection of the pool is (see READ_COMMITTED in database/index.ts).
  */
 export async function inTransaction<T>(db: Db, fn: (trx: Trx) => Promise<T>): Promise<T> {
@@ -24,7 +25,7 @@ export async function inTransaction<T>(db: Db, fn: (trx: Trx) => Promise<T>): Pr
       // SQLite's busy: another process holds the file's write lock, for as long as it likes; waited for by time.
       if (isSqliteBusy(err) ? Date.now() - (since ??= Date.now()) >= BUSY_WAIT_MS : attempt >= ATTEMPTS) throw err
       const ceiling = Math.min(200, 5 * 2 ** attempt)
-      await new Promise((r) => setTimeout(r, ceiling / 2 + Math.random() * ceiling / 2))
+      await pause(ceiling / 2 + Math.random() * ceiling / 2)
     }
   }
 }
