@@ -7,8 +7,8 @@
 // in alternating rounds. Two figures per target: the CPU it used per request (from /proc, over the profiled
 // seconds), and its perf samples per request scaled so that its SQLite share (`better_sqlite3.node`, the same
 // statement on the same file in every target) weighs 8 µs, which takes out most of the host's drift between rounds
-// but flatters the servers that do more per request, in which the same statement runs slower (BENCHMARKS.md). Compare medians of
-// several rounds. Needs Linux `perf` (Debian: linux-perf).
+// but flatters the servers that do more per request, in which the same statement runs slower (BENCHMARKS.md).
+// Compare medians of several rounds. Needs Linux `perf` (Debian: linux-perf).
 import { execFileSync, spawn } from 'node:child_process'
 import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import { cpus } from 'node:os'

@@ -288,6 +288,19 @@ t.test('a statement outside a transaction gives up after 5 s of another process\
   t.ok(longestStall() < 150, `the event loop went on meanwhile (its longest stall ${longestStall()} ms)`)
 })
 
+t.test('closing the app while a statement waits for another process\'s lock ends it as unavailable at once', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
+  const { app, other } = await withOtherWriter(t)
+  other.exec('begin immediate')
+  const refused = sql`insert into probe (x) values (1)`.execute(app.db).then(() => undefined, (err: unknown) => err)
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const closing = await timed(() => app.close())
+  const err = await refused
+  other.exec('commit')
+  t.ok(isUnavailable(err), `the waiting statement is refused as the database being unavailable, not run on the closed file (${String(err)})`)
+  t.ok(closing < 1000, `the close did not wait out the statement's 5 s (${closing} ms)`)
+  t.same(other.prepare('select x from probe').all(), [], 'nothing written')
+})
+
 t.test('an embedded transaction that meets another process\'s write between its read and its write is run again', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
   const { app, other } = await withOtherWriter(t)
   let runs = 0
