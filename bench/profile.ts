@@ -1,8 +1,12 @@
-// npm run bench:profile [-- --rounds 3 --seconds 6 --warmup 7 --users 20000 --targets bare,fastify,design-nolog,design,roster --reuse]
-// (also roster-warn: Roster at LOG_LEVEL=warn; roster-metrics-off: Roster with METRICS_PORT=0)
+// npm run bench:profile [-- --rounds 3 --seconds 6 --warmup 7 --users 20000 --reuse
+//   --targets bare,fastify,design-nolog,design-contract,design,roster-warn,roster]
+// (also roster-metrics-off: Roster with METRICS_PORT=0; contract-no-<part>: the contract's minimum without one part,
+// for logger, nosniff, ids, limit, metrics, timeouts, shed)
 //
 // The embedded self-read's CPU per request, for the bare server, a one-route Fastify server, the design's minimum
-// (bench/baseline-design.mjs, with and without its access line) and Roster. Each server is profiled alone under the
+// (bench/baseline-design.mjs, with and without its access line), the contract's minimum (the design's minimum at
+// `warn` with the rest of what the contract asks of each answer, in the fewest steps) and Roster (at `warn` and at
+// `info`). Each server is profiled alone under the
 // scenario's load (`perf record`, the server on one core and the load generator on another where there are two),
 // in alternating rounds. Two figures per target: the CPU it used per request (from /proc, over the profiled
 // seconds), and its perf samples per request scaled so that its SQLite share (`better_sqlite3.node`, the same
@@ -23,7 +27,7 @@ const { values: args } = parseArgs({
     seconds: { type: 'string', default: '6' },
     warmup: { type: 'string', default: '7' },
     users: { type: 'string', default: '20000' },
-    targets: { type: 'string', default: 'bare,fastify,design-nolog,design,roster' },
+    targets: { type: 'string', default: 'bare,fastify,design-nolog,design-contract,design,roster-warn,roster' },
     reuse: { type: 'boolean', default: false },
     'sqlite-file': { type: 'string', default: 'bench/results/roster_profile.sqlite' }
   }
@@ -68,6 +72,12 @@ const TARGETS: Record<string, { argv: string[]; env: Record<string, string> }> =
   fastify: { argv: ['bench/baseline-fastify.mjs'], env: { SQLITE_FILE } },
   design: { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE } },
   'design-nolog': { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_LOG: 'off' } },
+  // The design's minimum with the rest of what the contract asks of each answer, in the fewest steps, at `warn`: the
+  // floor under roster-warn.
+  'design-contract': { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_LOG: 'off', DESIGN_CONTRACT: 'on' } },
+  // The contract's minimum without one of its parts: against design-contract, what that part costs at its least.
+  ...Object.fromEntries(['logger', 'nosniff', 'ids', 'limit', 'metrics', 'timeouts', 'shed'].map((part) =>
+    [`contract-no-${part}`, { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_LOG: 'off', DESIGN_CONTRACT: 'on', DESIGN_WITHOUT: part } }])),
   roster: roster(),
   // Roster at LOG_LEVEL=warn: no access line, the figure the embedded target of `npm run bench` is about.
   'roster-warn': roster({ LOG_LEVEL: 'warn' }),

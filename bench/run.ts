@@ -63,6 +63,7 @@ const DESIGN_PORT = 3313
 const EMBEDDED_ROSTER_PORT = 3304
 const EMBEDDED_BASELINE_PORT = 3305
 const EMBEDDED_WARN_PORT = 3311
+const EMBEDDED_CONTRACT_PORT = 3315
 const METRICS_OFF_PORT = 3307
 const METRICS_ON_PORT = 3312
 /** The metrics of the instance METRICS_ON_PORT serves (the main instance has the default port). */
@@ -141,6 +142,18 @@ function startDesign(): ChildProcess {
 function startSqliteBaseline(): ChildProcess {
   return fork('bench/baseline-sqlite.mjs', [], {
     env: { ...process.env, SQLITE_FILE, PORT: String(EMBEDDED_BASELINE_PORT) },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc']
+  })
+}
+
+/**
+ * The contract's minimum on the embedded engine: the design's minimum without its access line, with the rest of what
+ * the contract asks of every answer in the fewest steps (bench/baseline-design.mjs, DESIGN_CONTRACT): the floor the
+ * contract puts under Roster at `warn`.
+ */
+function startContractMinimum(): ChildProcess {
+  return fork('bench/baseline-design.mjs', [], {
+    env: { ...process.env, SQLITE_FILE, PORT: String(EMBEDDED_CONTRACT_PORT), DESIGN_LOG: 'off', DESIGN_CONTRACT: 'on' },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc']
   })
 }
@@ -373,13 +386,13 @@ async function logins(roster: { url: string; pid: number }, baseline: ChildProce
   return alternate(LOGIN_TARGETS, targets, 'login', adminToken, { scenario: 'login' })
 }
 
-const EMBEDDED_TARGETS = ['baseline-sqlite', 'roster-sqlite', 'roster-sqlite-warn'] as const
+const EMBEDDED_TARGETS = ['baseline-sqlite', 'roster-sqlite', 'roster-sqlite-warn', 'contract-sqlite'] as const
 type EmbeddedTarget = typeof EMBEDDED_TARGETS[number]
 
 /**
  * Scenario 1 on the embedded engine: Roster on the SQLite default against the bare better-sqlite3 server, Roster
  * twice: at the run's log level (`info`, the default: one access line a request) and at `warn` (none), the level
- * of the target.
+ * of the target; and the contract's minimum at `warn`, the floor under the target.
  */
 async function embedded(): Promise<{ rows: Array<Measured & { target: string }>; rounds: Array<Record<EmbeddedTarget, Measured>> }> {
   await prepareSqlite()
@@ -387,14 +400,17 @@ async function embedded(): Promise<{ rows: Array<Measured & { target: string }>;
   const roster = startRoster(`sqlite:${SQLITE_FILE}`, EMBEDDED_ROSTER_PORT, { METRICS_PORT: '0' })
   const quiet = startRoster(`sqlite:${SQLITE_FILE}`, EMBEDDED_WARN_PORT, { METRICS_PORT: '0', LOG_LEVEL: 'warn' })
   const baseline = startSqliteBaseline()
+  const contract = startContractMinimum()
   try {
     await waitFor(`http://127.0.0.1:${EMBEDDED_ROSTER_PORT}/health/ready`)
+    await waitFor(`http://127.0.0.1:${EMBEDDED_CONTRACT_PORT}/`)
     await waitFor(`http://127.0.0.1:${EMBEDDED_WARN_PORT}/health/ready`)
     await waitFor(`http://127.0.0.1:${EMBEDDED_BASELINE_PORT}/`)
     const targets: Record<EmbeddedTarget, { url: string; pid: number }> = {
       'baseline-sqlite': { url: `http://127.0.0.1:${EMBEDDED_BASELINE_PORT}`, pid: baseline.pid! },
       'roster-sqlite': { url: `http://127.0.0.1:${EMBEDDED_ROSTER_PORT}`, pid: roster.pid! },
-      'roster-sqlite-warn': { url: `http://127.0.0.1:${EMBEDDED_WARN_PORT}`, pid: quiet.pid! }
+      'roster-sqlite-warn': { url: `http://127.0.0.1:${EMBEDDED_WARN_PORT}`, pid: quiet.pid! },
+      'contract-sqlite': { url: `http://127.0.0.1:${EMBEDDED_CONTRACT_PORT}`, pid: contract.pid! }
     }
     log('warming up the embedded targets (3 s each)')
     for (const target of EMBEDDED_TARGETS) await load(targets[target], 'self-read', 3, '', SQLITE_TOKENS)
@@ -405,6 +421,7 @@ async function embedded(): Promise<{ rows: Array<Measured & { target: string }>;
     roster.kill('SIGTERM')
     quiet.kill('SIGTERM')
     baseline.kill('SIGTERM')
+    contract.kill('SIGTERM')
   }
 }
 
@@ -621,10 +638,16 @@ async function main() {
     }
     let embeddedRatios
     if (embeddedRounds.length) {
-      embeddedRatios = { info: ratiosOf(embeddedRounds, 'roster-sqlite', 'baseline-sqlite'), warn: ratiosOf(embeddedRounds, 'roster-sqlite-warn', 'baseline-sqlite') }
+      embeddedRatios = {
+        info: ratiosOf(embeddedRounds, 'roster-sqlite', 'baseline-sqlite'), warn: ratiosOf(embeddedRounds, 'roster-sqlite-warn', 'baseline-sqlite'),
+        contract: ratiosOf(embeddedRounds, 'contract-sqlite', 'baseline-sqlite'), 'warn-contract': ratiosOf(embeddedRounds, 'roster-sqlite-warn', 'contract-sqlite')
+      }
       console.log(`\nEmbedded engine (self-read on SQLite) against node:http + better-sqlite3, median of ${embeddedRounds.length} rounds: ` +
         `at LOG_LEVEL=warn throughput ${fmt(embeddedRatios.warn.throughput, 2)}× (target ≥ 0.85), p99 ${fmt(embeddedRatios.warn.p99, 2)}×; ` +
         `at ${args['log-level']} throughput ${fmt(embeddedRatios.info.throughput, 2)}×, p99 ${fmt(embeddedRatios.info.p99, 2)}×`)
+      console.log('The contract\'s minimum at warn (the design\'s minimum with the contract\'s other per-answer outputs, in the fewest steps) against ' +
+        `node:http + better-sqlite3: throughput ${fmt(embeddedRatios.contract.throughput, 2)}×, p99 ${fmt(embeddedRatios.contract.p99, 2)}×; ` +
+        `Roster at warn against it: throughput ${fmt(embeddedRatios['warn-contract'].throughput, 2)}×, p99 ${fmt(embeddedRatios['warn-contract'].p99, 2)}×`)
       console.log(`Rounds (req/s of ${EMBEDDED_TARGETS.join(', ')}): ${embeddedRounds.map((r, i) => `${i + 1}: ${EMBEDDED_TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
     }
     let metricsRatios
