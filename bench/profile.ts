@@ -1,7 +1,8 @@
 // npm run bench:profile [-- --rounds 3 --seconds 6 --warmup 7 --users 20000 --reuse
 //   --targets bare,fastify,design-nolog,design-contract,design,roster-warn,roster]
-// (also roster-metrics-off: Roster with METRICS_PORT=0; contract-no-<part>: the contract's minimum without one part,
-// for logger, nosniff, ids, limit, metrics, timeouts, shed)
+// (also design-contract-info: the contract's minimum with the design's access line; roster-metrics-off: Roster with
+// METRICS_PORT=0; contract-no-<part>: the contract's minimum without one part, for logger, nosniff, ids, limit,
+// metrics, timeouts, shed)
 //
 // The embedded self-read's CPU per request, for the bare server, a one-route Fastify server, the design's minimum
 // (bench/baseline-design.mjs, with and without its access line), the contract's minimum (the design's minimum at
@@ -75,6 +76,8 @@ const TARGETS: Record<string, { argv: string[]; env: Record<string, string> }> =
   // The design's minimum with the rest of what the contract asks of each answer, in the fewest steps, at `warn`: the
   // floor under roster-warn.
   'design-contract': { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_LOG: 'off', DESIGN_CONTRACT: 'on' } },
+  // The same at `info`, with the design's minimum's access line: the floor under roster.
+  'design-contract-info': { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_CONTRACT: 'on' } },
   // The contract's minimum without one of its parts: against design-contract, what that part costs at its least.
   ...Object.fromEntries(['logger', 'nosniff', 'ids', 'limit', 'metrics', 'timeouts', 'shed'].map((part) =>
     [`contract-no-${part}`, { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_LOG: 'off', DESIGN_CONTRACT: 'on', DESIGN_WITHOUT: part } }])),
