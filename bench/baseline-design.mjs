@@ -6,10 +6,11 @@
 // for `npm run bench:profile`; on MYSQL_URL (a mysql2 pool of POOL_SIZE, the lookup a prepared statement, as
 // Roster's driver sends it) for `npm run bench`'s scenario 1.
 //
-// DESIGN_CONTRACT=on adds the rest of what the contract asks of every self-read's answer, each part in the fewest
-// steps a server can take for it (contractOptions, below): the contract's minimum, the floor the contract puts under
-// Roster. DESIGN_WITHOUT (a comma-separated list of logger, nosniff, ids, limit, metrics, timeouts, shed) leaves parts
-// out, so that `npm run bench:profile` can weigh each one.
+// DESIGN_CONTRACT=on adds the rest of what the contract, and Roster's security and reliability rules, ask of every
+// self-read's answer, each part in the fewest steps a server on this stack can take for it (contractOptions, below):
+// the contract's minimum, the floor they put under Roster on Fastify. DESIGN_WITHOUT (a comma-separated list of
+// logger, nosniff, ids, limit, metrics, timeouts, shed; logger only with DESIGN_LOG=off) leaves parts out, so that
+// `npm run bench:profile` can weigh each one.
 import { randomUUID } from 'node:crypto'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import Fastify, { LogController } from 'fastify'
@@ -18,17 +19,21 @@ import { bearerHash, SELF_READ_SQL, selfReadBody } from './baseline-server.mjs'
 
 const logging = process.env.DESIGN_LOG !== 'off'
 const contract = process.env.DESIGN_CONTRACT === 'on'
-const without = new Set((process.env.DESIGN_WITHOUT ?? '').split(','))
+const PARTS = ['logger', 'nosniff', 'ids', 'limit', 'metrics', 'timeouts', 'shed']
+const without = new Set((process.env.DESIGN_WITHOUT ?? '').split(',').map((part) => part.trim()).filter(Boolean))
+for (const part of without) if (!PARTS.includes(part)) throw new Error(`DESIGN_WITHOUT: unknown part ${part}; known: ${PARTS.join(', ')}`)
 /** Whether the contract's part is served. */
 const has = (part) => contract && !without.has(part)
 
 /**
- * The contract's further outputs, each the least a server can do for it: the request's id (the client's when it
- * fits, else a random UUID) on the answer and on any log line, through a logger at `warn` (Fastify makes it a child
- * a request) [ids, logger]; `nosniff` [nosniff]; the rate limit's two headers from a count a window per caller
- * [limit]; each answer's duration observed into a histogram by method, route and status [metrics]; a 503 while the
- * event loop lags [shed]; the connection timeouts Roster sets against slow clients [timeouts]; a 304 for the current
- * tag. No plugins, no route rules, no problem bodies. The server's options here, the parts' steps below.
+ * The further outputs of every answer, each the least a server on this stack can do for it. The contract's: the
+ * request's id (the client's when it fits, else a random UUID, as Roster makes them) on the answer and on any log
+ * line, through a logger at `warn` (Fastify makes it a child a request) [ids, logger]; the rate limit's two headers
+ * from a count a window per caller [limit]; each answer's duration observed into a histogram by method, route and
+ * status [metrics]; a 304 for the current tag. Roster's security and reliability rules: `nosniff` [nosniff], a 503
+ * while the event loop lags [shed], the connection timeouts against slow clients [timeouts]. No plugins, no route
+ * rules, no problem bodies, no canonical-id check, no method override: Roster does those too, so the floor is if
+ * anything low. The server's options here, the parts' steps below.
  */
 function contractOptions() {
   return {
@@ -72,7 +77,7 @@ let lagging = false
 if (has('shed')) {
   const delay = monitorEventLoopDelay({ resolution: 10 })
   delay.enable()
-  setInterval(() => { lagging = delay.mean / 1e6 - 10 > 1000; delay.reset() }, 250).unref()
+  setInterval(() => { lagging = delay.count === 0 || delay.mean / 1e6 - 10 > 1000; delay.reset() }, 250).unref()
 }
 
 const lookup = process.env.MYSQL_URL ? await mysqlLookup(process.env.MYSQL_URL) : await sqliteLookup(process.env.SQLITE_FILE)
@@ -105,14 +110,14 @@ const User = Type.Object({
 app.addHook('onRequest', (request, reply, done) => {
   const hash = bearerHash(request.headers.authorization)
   if (contract) {
-    if (lagging) return reply.code(503).send({ code: 'UNAVAILABLE' })
     if (has('nosniff')) reply.header('x-content-type-options', 'nosniff')
     if (has('ids')) reply.header('x-request-id', request.id)
+    if (lagging) return reply.code(503).header('retry-after', '2').send({ code: 'UNAVAILABLE' })
   }
   const admit = (caller) => {
     request.caller = caller
     if (!caller) return reply.code(401).send({ code: 'UNAUTHENTICATED' })
-    if (has('limit') && !counted(caller.id, reply)) return reply.code(429).send({ code: 'RATE_LIMITED' })
+    if (has('limit') && !counted(`u${caller.id}`, reply)) return reply.code(429).header('retry-after', '60').send({ code: 'RATE_LIMITED' })
     done()
   }
   const found = hash ? lookup(hash) : undefined

@@ -120,7 +120,7 @@ function samplesByObject(file: string): Map<string, number> {
 async function profile(name: string, round: number): Promise<{ scaled: number; raw: number; rps: number }> {
   const target = TARGETS[name]!
   const [cmd, ...rest] = onCore(SERVER_CORE, [process.execPath, ...target.argv])
-  const server = spawn(cmd!, rest, { env: { ...process.env, ...target.env, PORT: String(PORT) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const server = spawn(cmd!, rest, { env: { ...process.env, MYSQL_URL: '', ...target.env, PORT: String(PORT) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   try {
     await waitFor(`http://127.0.0.1:${PORT}/`, server)
     const load = loadFor(WARMUP + SECONDS)

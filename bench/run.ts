@@ -148,12 +148,13 @@ function startSqliteBaseline(): ChildProcess {
 
 /**
  * The contract's minimum on the embedded engine: the design's minimum without its access line, with the rest of what
- * the contract asks of every answer in the fewest steps (bench/baseline-design.mjs, DESIGN_CONTRACT): the floor the
- * contract puts under Roster at `warn`.
+ * the contract and Roster's security and reliability rules ask of every answer, in the fewest steps a server on
+ * Fastify can take (bench/baseline-design.mjs, DESIGN_CONTRACT): the floor they put under Roster at `warn`. Never on
+ * MySQL, whatever the shell exports.
  */
 function startContractMinimum(): ChildProcess {
   return fork('bench/baseline-design.mjs', [], {
-    env: { ...process.env, SQLITE_FILE, PORT: String(EMBEDDED_CONTRACT_PORT), DESIGN_LOG: 'off', DESIGN_CONTRACT: 'on' },
+    env: { ...process.env, MYSQL_URL: '', SQLITE_FILE, PORT: String(EMBEDDED_CONTRACT_PORT), DESIGN_LOG: 'off', DESIGN_CONTRACT: 'on', DESIGN_WITHOUT: '' },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc']
   })
 }
@@ -645,7 +646,7 @@ async function main() {
       console.log(`\nEmbedded engine (self-read on SQLite) against node:http + better-sqlite3, median of ${embeddedRounds.length} rounds: ` +
         `at LOG_LEVEL=warn throughput ${fmt(embeddedRatios.warn.throughput, 2)}× (target ≥ 0.85), p99 ${fmt(embeddedRatios.warn.p99, 2)}×; ` +
         `at ${args['log-level']} throughput ${fmt(embeddedRatios.info.throughput, 2)}×, p99 ${fmt(embeddedRatios.info.p99, 2)}×`)
-      console.log('The contract\'s minimum at warn (the design\'s minimum with the contract\'s other per-answer outputs, in the fewest steps) against ' +
+      console.log('The contract\'s minimum at warn (the design\'s minimum with the other per-answer outputs of the contract and Roster\'s rules, in the fewest steps) against ' +
         `node:http + better-sqlite3: throughput ${fmt(embeddedRatios.contract.throughput, 2)}×, p99 ${fmt(embeddedRatios.contract.p99, 2)}×; ` +
         `Roster at warn against it: throughput ${fmt(embeddedRatios['warn-contract'].throughput, 2)}×, p99 ${fmt(embeddedRatios['warn-contract'].p99, 2)}×`)
       console.log(`Rounds (req/s of ${EMBEDDED_TARGETS.join(', ')}): ${embeddedRounds.map((r, i) => `${i + 1}: ${EMBEDDED_TARGETS.map((t) => fmt(r[t].rps)).join(' / ')}`).join('; ')}`)
