@@ -3,7 +3,7 @@
 // authorization in a preHandler hook, and (unless DESIGN_LOG=off) Fastify's logger at info with one access line per
 // request through pino to standard output, as Fastify's own logger writes it (pino's synchronous destination, a
 // write a line), where Roster writes its lines too. None of Roster's other steps, routes or plugins. On SQLITE_FILE
-// for `npm run bench:profile`; on MYSQL_URL (a mysql2 pool of POOL_SIZE, the lookup a prepared statement, as
+// for `npm run bench:profile` and `npm run bench`'s embedded scenario; on MYSQL_URL (a mysql2 pool of POOL_SIZE, the lookup a prepared statement, as
 // Roster's driver sends it) for `npm run bench`'s scenario 1.
 //
 // DESIGN_CONTRACT=on adds the rest of what the contract, and Roster's security and reliability rules, ask of every
@@ -22,8 +22,8 @@ const contract = process.env.DESIGN_CONTRACT === 'on'
 const PARTS = ['logger', 'nosniff', 'ids', 'limit', 'metrics', 'timeouts', 'shed']
 const without = new Set((process.env.DESIGN_WITHOUT ?? '').split(',').map((part) => part.trim()).filter(Boolean))
 for (const part of without) if (!PARTS.includes(part)) throw new Error(`DESIGN_WITHOUT: unknown part ${part}; known: ${PARTS.join(', ')}`)
-/** Whether the contract's part is served. */
-const has = (part) => contract && !without.has(part)
+/** Which of the contract's parts are served, decided once: the requests read a flag each. */
+const on = Object.fromEntries(PARTS.map((part) => [part, contract && !without.has(part)]))
 
 /**
  * The further outputs of every answer, each the least a server on this stack can do for it. The contract's: the
@@ -37,8 +37,8 @@ const has = (part) => contract && !without.has(part)
  */
 function contractOptions() {
   return {
-    ...(has('timeouts') ? { requestTimeout: 15_000, connectionTimeout: 10_000, keepAliveTimeout: 10_000 } : {}),
-    genReqId: has('ids') ? (req) => {
+    ...(on.timeouts ? { requestTimeout: 15_000, connectionTimeout: 10_000, keepAliveTimeout: 10_000 } : {}),
+    genReqId: on.ids ? (req) => {
       const sent = req.headers['x-request-id']
       return typeof sent === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(sent) ? sent : randomUUID()
     } : undefined
@@ -74,7 +74,7 @@ function observe(method, status, seconds, done) {
 }
 
 let lagging = false
-if (has('shed')) {
+if (on.shed) {
   const delay = monitorEventLoopDelay({ resolution: 10 })
   delay.enable()
   setInterval(() => { lagging = delay.count === 0 || delay.mean / 1e6 - 10 > 1000; delay.reset() }, 250).unref()
@@ -94,7 +94,7 @@ async function mysqlLookup(uri) {
   return async (hash) => (await pool.execute(SELF_READ_SQL, [hash, Date.now(), 'ACTIVE']))[0][0]
 }
 const app = Fastify({
-  logger: logging ? { level: 'info' } : has('logger') ? { level: 'warn' } : false,
+  logger: logging ? { level: 'info' } : on.logger ? { level: 'warn' } : false,
   logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),
   ...(contract ? contractOptions() : {})
 })
@@ -110,21 +110,21 @@ const User = Type.Object({
 app.addHook('onRequest', (request, reply, done) => {
   const hash = bearerHash(request.headers.authorization)
   if (contract) {
-    if (has('nosniff')) reply.header('x-content-type-options', 'nosniff')
-    if (has('ids')) reply.header('x-request-id', request.id)
+    if (on.nosniff) reply.header('x-content-type-options', 'nosniff')
+    if (on.ids) reply.header('x-request-id', request.id)
     if (lagging) return reply.code(503).header('retry-after', '2').send({ code: 'UNAVAILABLE' })
   }
   const admit = (caller) => {
     request.caller = caller
     if (!caller) return reply.code(401).send({ code: 'UNAUTHENTICATED' })
-    if (has('limit') && !counted(`u${caller.id}`, reply)) return reply.code(429).header('retry-after', '60').send({ code: 'RATE_LIMITED' })
+    if (on.limit && !counted(`u${caller.id}`, reply)) return reply.code(429).header('retry-after', '60').send({ code: 'RATE_LIMITED' })
     done()
   }
   const found = hash ? lookup(hash) : undefined
   if (found instanceof Promise) found.then(admit, done)
   else admit(found)
 })
-if (has('metrics')) app.addHook('onResponse', (request, reply, done) => observe(request.method, reply.statusCode, reply.elapsedTime / 1000, done))
+if (on.metrics) app.addHook('onResponse', (request, reply, done) => observe(request.method, reply.statusCode, reply.elapsedTime / 1000, done))
 if (logging) {
   app.addHook('onResponse', (request, reply, done) => {
     request.log.info({ method: request.method, url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime }, 'request')

@@ -6,10 +6,10 @@
 //
 // The embedded self-read's CPU per request, for the bare server, a one-route Fastify server, the design's minimum
 // (bench/baseline-design.mjs, with and without its access line), the contract's minimum (the design's minimum at
-// `warn` with the rest of what the contract asks of each answer, in the fewest steps) and Roster (at `warn` and at
-// `info`). Each server is profiled alone under the
-// scenario's load (`perf record`, the server on one core and the load generator on another where there are two),
-// in alternating rounds. Two figures per target: the CPU it used per request (from /proc, over the profiled
+// `warn` with the rest of what the contract and Roster's security and reliability rules ask of each answer, in the
+// fewest steps) and Roster (at `warn` and at `info`). Each server is profiled alone under the scenario's load
+// (`perf record`, the server on one core and the load generator on another where there are two), in alternating
+// rounds. Two figures per target: the CPU it used per request (from /proc, over the profiled
 // seconds), and its perf samples per request scaled so that its SQLite share (`better_sqlite3.node`, the same
 // statement on the same file in every target) weighs 8 µs, which takes out most of the host's drift between rounds
 // but flatters the servers that do more per request, in which the same statement runs slower (BENCHMARKS.md).
@@ -73,8 +73,8 @@ const TARGETS: Record<string, { argv: string[]; env: Record<string, string> }> =
   fastify: { argv: ['bench/baseline-fastify.mjs'], env: { SQLITE_FILE } },
   design: { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE } },
   'design-nolog': { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_LOG: 'off' } },
-  // The design's minimum with the rest of what the contract asks of each answer, in the fewest steps, at `warn`: the
-  // floor under roster-warn.
+  // The design's minimum with the rest of what the contract and Roster's rules ask of each answer, in the fewest steps,
+  // at `warn`: the floor under roster-warn.
   'design-contract': { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_LOG: 'off', DESIGN_CONTRACT: 'on' } },
   // The same at `info`, with the design's minimum's access line: the floor under roster.
   'design-contract-info': { argv: ['bench/baseline-design.mjs'], env: { SQLITE_FILE, DESIGN_CONTRACT: 'on' } },
