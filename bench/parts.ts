@@ -3,14 +3,11 @@
 // beside Roster's CPU per self-read measured in the same run; a home-grown part that saves less than 2 % of it goes.
 import { closeSync, openSync, readFileSync } from 'node:fs'
 import { hostname } from 'node:os'
-import { Histogram, Registry } from 'prom-client'
 import sonicBoom from 'sonic-boom'
 import { tokenHash } from '../src/accounts/secrets.js'
 import { callerLookup, callerQuery } from '../src/auth/caller.js'
 import { createDatabase } from '../src/database/index.js'
 import { stdoutDestination } from '../src/logging/destination.js'
-import { DurationHistogram } from '../src/metrics/durations.js'
-import { DURATION_BUCKETS } from '../src/metrics/metrics.js'
 
 export interface PartWeight {
   part: string
@@ -55,17 +52,6 @@ export async function weighParts(sqliteFile: string, tokensFile: string): Promis
   closeSync(devNull)
   boom.flushSync()
   boom.end()
-  // Each answer's duration, into a series seen before: the histogram of metrics/durations.ts against prom-client's
-  // own, through the child of the series (made once, as Roster made it before).
-  const durations = new DurationHistogram('d', 'd', DURATION_BUCKETS)
-  const child = new Histogram({
-    name: 'd', help: 'd', labelNames: ['method', 'route', 'status_code'] as const, registers: [new Registry()],
-    buckets: DURATION_BUCKETS
-  }).labels('GET', '/users/:user_id', '200')
-  weights.push({
-    part: 'request durations', roster: 'its own histogram', rosterUs: await timed((i) => durations.observe('GET', '/users/:user_id', 200, (i % 50) / 1000)),
-    other: 'prom-client\'s histogram', otherUs: await timed((i) => child.observe((i % 50) / 1000))
-  })
   const tokens = readFileSync(tokensFile, 'utf8').trim().split('\n').slice(0, 1000)
     .map((line) => tokenHash((JSON.parse(line) as { token: string }).token))
   const { db, read } = createDatabase({ url: `sqlite:${sqliteFile}` })

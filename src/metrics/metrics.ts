@@ -1,5 +1,4 @@
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
-import { DurationHistogram } from './durations.js'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { LOGIN_RESULTS, type DeliveryResult, type LoginResult, type OutboxBacklog, type OutboxKind, type PoolUse } from './kinds.js'
 
 /** OpenTelemetry's recommended boundaries for HTTP server durations, in seconds. */
@@ -13,9 +12,10 @@ export const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5
  */
 export class Metrics {
   readonly registry = new Registry()
-  private readonly durations = new DurationHistogram(
-    'http_server_request_duration_seconds', 'Duration of HTTP requests, by method, route template and status', DURATION_BUCKETS
-  )
+  private readonly durations = new Histogram({
+    name: 'http_server_request_duration_seconds', help: 'Duration of HTTP requests, by method, route template and status',
+    labelNames: ['method', 'route', 'status_code'] as const, buckets: DURATION_BUCKETS, registers: [this.registry]
+  })
   private readonly refusals = new Counter({
     name: 'roster_rate_limit_refusals_total', help: 'Requests refused with 429 by a rate or failure limit, by route template',
     labelNames: ['route'] as const, registers: [this.registry]
@@ -31,7 +31,6 @@ export class Metrics {
   private pool: (() => PoolUse) | undefined
 
   constructor() {
-    this.registry.registerMetric(this.durations.asMetric())
     collectDefaultMetrics({ register: this.registry })
     // Zero from the start, so that a rate() over a fresh process has a series to work on.
     for (const result of LOGIN_RESULTS) this.logins.inc({ result }, 0)
@@ -89,7 +88,7 @@ export class Metrics {
 
   /** An answered request: its duration, and a 429 as a refusal. `route` is the route template, or `unmatched`. */
   answered(method: string, route: string, status: number, seconds: number): void {
-    this.durations.observe(method, route, status, seconds)
+    this.durations.observe({ method, route, status_code: status }, seconds)
     if (status === 429) this.refusals.inc({ route })
   }
 
