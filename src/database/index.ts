@@ -141,7 +141,13 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
     const migrating = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pools, MIGRATION_STATEMENT_MS) })
     const db = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pools, timeoutMs) })
     const inUse = () => connectionsHeld(pools.statements) + connectionsHeld(pools.transactions)
-    return { db, dialect: 'mysql', read, migrate: () => migrateToLatest(migrating), poolUse: () => ({ size: 2 * size, inUse: inUse(), waits }) }
+    const migrate = async () => {
+      // Kysely destroys only a driver it has used: a `db` unused but for a migration (npm run db:migrate) would keep
+      // the pools, and the process, open. Taking a session sends nothing.
+      await db.connection().execute(async () => {})
+      return migrateToLatest(migrating)
+    }
+    return { db, dialect: 'mysql', read, migrate, poolUse: () => ({ size: 2 * size, inUse: inUse(), waits }) }
   }
   const file = sqlitePath(url)
   if (file !== ':memory:') {

@@ -1,0 +1,47 @@
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import t from 'tap'
+import { ENGINE, freshDatabase, tempDir } from '../helpers.js'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+const tsx = pathToFileURL(join(root, 'node_modules/tsx/dist/loader.mjs')).href
+
+/**
+ * Runs `npm run db:migrate`'s script as a process in `cwd`: its exit code, or null when it was still running at the
+ * deadline (a connection left open keeps it alive) and was killed.
+ */
+function migrate(cwd: string, env: Record<string, string | undefined>): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', tsx, join(root, 'scripts/migrate.ts')], {
+      cwd, env: { ...process.env, DATABASE_URL: undefined, ...env }, stdio: ['ignore', 'pipe', 'pipe']
+    })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    child.stderr.on('data', (d) => { out += d })
+    // Loose, as tsx compiles the sources on each start; a migration here takes a few seconds.
+    const timer = setTimeout(() => child.kill('SIGKILL'), 40_000)
+    child.on('close', (code) => { clearTimeout(timer); resolve({ code, out }) })
+  })
+}
+
+t.test('npm run db:migrate applies the migrations and exits, on an empty database and on one up to date', async (t) => {
+  const cwd = tempDir(t)
+  let env: Record<string, string | undefined> = {}
+  if (ENGINE === 'mysql') {
+    const db = await freshDatabase()
+    t.teardown(db.drop)
+    env = { DATABASE_URL: db.url }
+  }
+
+  const first = await migrate(cwd, env)
+  t.equal(first.code, 0, `exits on its own with 0 on an empty database: ${first.out}`)
+  t.match(first.out, new RegExp(`^${ENGINE}: applied 0001_initial, `, 'm'))
+  // Without DATABASE_URL the embedded file is made under the working directory.
+  if (ENGINE === 'sqlite') t.ok(existsSync(join(cwd, 'data/roster.sqlite')), 'writes ./data/roster.sqlite')
+
+  const again = await migrate(cwd, env)
+  t.equal(again.code, 0, `exits on its own with 0 when up to date: ${again.out}`)
+  t.match(again.out, new RegExp(`^${ENGINE}: already up to date$`, 'm'))
+})
