@@ -28,7 +28,5 @@ USER node
 # The API, and the Prometheus metrics (METRICS_PORT), which only the scraper should reach.
 EXPOSE 3000 9464
 HEALTHCHECK --interval=30s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/health/live').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-# The same flags as `npm start`: a bounded young generation and a bounded old-space limit keep the resident set
-# small under load (BENCHMARKS.md, "Memory"); the held nextTick entry is loaded before anything else
-# (src/tick-shape.ts).
-CMD ["node", "--max-semi-space-size=8", "--max-old-space-size=256", "--import", "./dist/src/tick-shape.js", "dist/src/server.js"]
+# As `npm start` runs it.
+CMD ["node", "dist/src/server.js"]

@@ -1,5 +1,3 @@
-// First, before any other module runs: see tick-shape.ts.
-import './tick-shape.js'
 import { buildApp, type App } from './app.js'
 import { StartupError } from './common/errors.js'
 import { loadConfig } from './config.js'
