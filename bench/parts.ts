@@ -1,12 +1,9 @@
 // The parts where a choice between a home-grown way and a library's was weighed (ARCHITECTURE.md, "Home-grown
 // parts"): both ways timed in this process on the same inputs, per self-read. `npm run bench:profile` prints them
 // beside Roster's CPU per self-read measured in the same run; a home-grown part that saves less than 2 % of it goes.
-import { closeSync, openSync, readFileSync } from 'node:fs'
+import { closeSync, openSync } from 'node:fs'
 import { hostname } from 'node:os'
 import sonicBoom from 'sonic-boom'
-import { tokenHash } from '../src/accounts/secrets.js'
-import { callerLookup, callerQuery } from '../src/auth/caller.js'
-import { createDatabase } from '../src/database/index.js'
 import { stdoutDestination } from '../src/logging/destination.js'
 
 export interface PartWeight {
@@ -32,8 +29,8 @@ async function timed(fn: (i: number) => unknown, calls = 20_000, rounds = 7): Pr
   return best
 }
 
-/** Weighs each part on the seeded SQLite file and its tokens (bench/profile.ts seeds them). */
-export async function weighParts(sqliteFile: string, tokensFile: string): Promise<PartWeight[]> {
+/** Weighs each part. */
+export async function weighParts(): Promise<PartWeight[]> {
   const weights: PartWeight[] = []
   // The destination every access line goes to: lines gathered in an array and handed to sonic-boom a batch at a time
   // (logging/destination.ts), against sonic-boom gathering them itself (its minLength), both into /dev/null, so
@@ -52,14 +49,5 @@ export async function weighParts(sqliteFile: string, tokensFile: string): Promis
   closeSync(devNull)
   boom.flushSync()
   boom.end()
-  const tokens = readFileSync(tokensFile, 'utf8').trim().split('\n').slice(0, 1000)
-    .map((line) => tokenHash((JSON.parse(line) as { token: string }).token))
-  const { db, read } = createDatabase({ url: `sqlite:${sqliteFile}` })
-  const lookup = callerLookup(db, read)
-  weights.push({
-    part: 'caller lookup', roster: 'compiled once, direct read', rosterUs: await timed((i) => lookup(tokens[i % tokens.length]!), 5000),
-    other: 'Kysely\'s builder and executor', otherUs: await timed((i) => callerQuery(db, tokens[i % tokens.length]!, Date.now()).executeTakeFirst(), 5000)
-  })
-  await db.destroy()
   return weights
 }

@@ -185,7 +185,7 @@ async function main() {
     log('weighing the home-grown parts against what they stand in for')
     console.log(`\n| part | Roster's way | µs | the other way | µs | Roster's way saves, of its ${perRead.toFixed(1)} µs a self-read |`)
     console.log('|---|---|---:|---|---:|---:|')
-    for (const w of await weighParts(SQLITE_FILE, TOKENS)) {
+    for (const w of await weighParts()) {
       const saved = w.otherUs - w.rosterUs
       console.log(`| ${w.part} | ${w.roster} | ${w.rosterUs.toFixed(2)} | ${w.other} | ${w.otherUs.toFixed(2)} | ${saved.toFixed(2)} µs, ${(100 * saved / perRead).toFixed(1)} % |`)
     }

@@ -29,7 +29,7 @@ export function routeSteps(app: FastifyInstance): Step[] {
   const limiter = rateLimiter({ counter: app.limits.requests, max: config.RATE_LIMIT_MAX, windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS })
   const keys = app.idempotencyKeys
   return [
-    { name: 'authenticate', phase: 'onRequest', step: authenticateStep({ findCaller: callerLookup(app.db, app.read), publicPrefixes: [DOCS_PREFIX], onRefusal: limiter.refusal }) },
+    { name: 'authenticate', phase: 'onRequest', step: authenticateStep({ findCaller: callerLookup(app.db), publicPrefixes: [DOCS_PREFIX], onRefusal: limiter.refusal }) },
     { name: 'rate-limit', phase: 'onRequest', step: limiter.step },
     { name: 'canonical-ids', phase: 'preValidation', step: canonicalIdsStep },
     { name: 'multipart', phase: 'preValidation', step: multipartStep },

@@ -1,7 +1,7 @@
 import type { Config } from '../schemas/config.js'
 import type { Caller } from './auth/caller.js'
 import type { AuthRule } from './auth/rules.js'
-import type { Db, DialectName, DirectRead } from './database/index.js'
+import type { Db, DialectName } from './database/index.js'
 import type { CursorCodec } from './http/cursor.js'
 import type { RoutePlan } from './http/lifecycle.js'
 import type { AnswerSeal } from './idempotency/service.js'
@@ -13,8 +13,6 @@ declare module 'fastify' {
     config: Config
     db: Db
     dialect: DialectName
-    /** The database's direct read, for the statement every authenticated request runs (database/compiled.ts). */
-    read: DirectRead
     cursors: CursorCodec
     /** Every route as served: its declared config and its steps, in the order the lifecycle gave them. */
     routePlans: ReadonlyArray<RoutePlan>

@@ -3,7 +3,6 @@ import type { UsersTable } from '../../db/types.js'
 import { userNotFound } from '../common/errors.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
-import { reusable } from '../database/compiled.js'
 
 /**
  * The columns of a user as every feature reads it, its primary address joined: declared once, for the listings,
@@ -41,27 +40,9 @@ export async function pageOfUser<R>(db: Db, userId: number, afterId: number, row
   return rows
 }
 
-type UserChanges = Updateable<UsersTable>
-type ChangedColumn = keyof UserChanges
-
-/** The update of each set of columns a change writes, compiled once (reusable): a rename writes the same three. */
-const userUpdates = new Map<string, ReturnType<typeof userUpdate>>()
-
-function userUpdate(columns: ChangedColumn[]) {
-  // One marker object per column and one for the id: told apart by identity, whatever the column's type.
-  const markers: unknown[] = [...columns.map(() => ({})), {}]
-  return reusable((db, ...values: unknown[]) => db.updateTable('users')
-    .set((eb) => ({ ...Object.fromEntries(columns.map((column, i) => [column, values[i]])) as UserChanges, version: eb('version', '+', 1) }))
-    .where('id', '=', values[columns.length] as number), markers)
-}
-
 /** Applies changes to a user and bumps its version; the caller has locked the row and checked If-Match. */
-export async function updateUserRow(trx: Trx, id: number, changes: UserChanges): Promise<void> {
-  const columns = (Object.keys(changes) as ChangedColumn[]).filter((column) => changes[column] !== undefined).sort()
-  const key = columns.join(',')
-  let update = userUpdates.get(key)
-  if (!update) userUpdates.set(key, update = userUpdate(columns))
-  await update(trx, ...columns.map((column) => changes[column]), id)
+export async function updateUserRow(trx: Trx, id: number, changes: Updateable<UsersTable>): Promise<void> {
+  await trx.updateTable('users').set((eb) => ({ ...changes, version: eb('version', '+', 1) })).where('id', '=', id).execute()
 }
 
 /**
@@ -77,18 +58,14 @@ export async function lockUser(trx: Trx, id: number): Promise<Pick<UserRow, 'ver
   return row
 }
 
-const userRowLocked = reusable((db, id: number) => {
-  const q = selectUsers(db).where('users.id', '=', id)
-  return locksRows(db) ? q.forUpdate() : q
-}, [-1])
-
 /**
  * The user as it stands, locked for the rest of the transaction (MySQL), with its primary address (locked with it):
  * what a change reads before writing, to check If-Match and to tell the values it replaces. USER_NOT_FOUND when
  * there is no such user.
  */
 export async function lockUserRow(trx: Trx, id: number): Promise<UserRow> {
-  const row = (await userRowLocked(trx, id)).rows[0]
+  const q = selectUsers(trx).where('users.id', '=', id)
+  const row = await (locksRows(trx) ? q.forUpdate() : q).executeTakeFirst()
   if (!row) throw userNotFound(`id ${id}`)
   return row
 }

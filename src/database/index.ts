@@ -1,13 +1,13 @@
 import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import SQLite from 'better-sqlite3'
-import { CompiledQuery, Kysely, Migrator, sql, type Transaction } from 'kysely'
+import { Kysely, Migrator, sql, type Transaction } from 'kysely'
 import { createPool, type Pool } from 'mysql2'
 import type { Database } from '../../db/types.js'
 import { migrationProvider } from '../../db/migrations/index.js'
 import { StartupError } from '../common/errors.js'
 import type { PoolUse } from '../metrics/kinds.js'
-import { connectionsHeld, PreparingMysqlDialect, readRows, TRANSACTION_POOL_SETUP, type Pools } from './mysql-driver.js'
+import { connectionsHeld, PreparingMysqlDialect, TRANSACTION_POOL_SETUP, type Pools } from './mysql-driver.js'
 import { BUSY_TIMEOUT_MS, cachingStatements, PatientSqliteDialect } from './sqlite.js'
 
 /** The database handle every repository takes. */
@@ -17,20 +17,9 @@ export type Trx = Transaction<Database>
 
 export type DialectName = 'mysql' | 'sqlite'
 
-/**
- * Runs one read-only statement (compiled by Kysely, see compiled.ts) outside Kysely's executor, for the one query every
- * authenticated request runs. On MySQL: a prepared execution on the pool, answered with a promise. On SQLite: the kept
- * statement, answered at once (the rows themselves, so that a request need not wait for a turn of the microtask
- * queue; a failure is thrown), unless a transaction is open on the single connection; then through Kysely, with a
- * promise, since Kysely waits for the transaction to end, so an uncommitted row is never read. The rows are typed by
- * the query compiled into `sql`.
- */
-export type DirectRead = <Rows>(sql: string, parameters: readonly unknown[]) => Rows | Promise<Rows>
-
 export interface OpenDatabase {
   db: Db
   dialect: DialectName
-  read: DirectRead
   /** Applies every pending migration (see migrateToLatest), its statements not bound by the request deadline. */
   migrate: () => Promise<string[]>
   /** MySQL: the pool's use: connections the driver's sessions hold, and waits counted from the pool's events. */
@@ -136,7 +125,6 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
     pools.statements.on('enqueue', () => { waits++ })
     pools.transactions.on('enqueue', () => { waits++ })
     const timeoutMs = options.timeoutMs ?? 2000
-    const read: DirectRead = (text, parameters) => readRows(pools, timeoutMs, text, parameters)
     // Over the same pools, never destroyed itself: the pools end with `db`.
     const migrating = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pools, MIGRATION_STATEMENT_MS) })
     const db = new Kysely<Database>({ dialect: new PreparingMysqlDialect(pools, timeoutMs) })
@@ -147,7 +135,7 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
       await db.connection().execute(async () => {})
       return migrateToLatest(migrating)
     }
-    return { db, dialect: 'mysql', read, migrate, poolUse: () => ({ size: 2 * size, inUse: inUse(), waits }) }
+    return { db, dialect: 'mysql', migrate, poolUse: () => ({ size: 2 * size, inUse: inUse(), waits }) }
   }
   const file = sqlitePath(url)
   if (file !== ':memory:') {
@@ -165,13 +153,8 @@ export function createDatabase(options: DatabaseOptions): OpenDatabase {
   sqlite.pragma('synchronous = NORMAL')
   sqlite.pragma('foreign_keys = ON')
   sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`)
-  const statements = cachingStatements(sqlite)
-  const db = new Kysely<Database>({ dialect: new PatientSqliteDialect(sqlite, statements) })
-  const read: DirectRead = <Rows>(text: string, parameters: readonly unknown[]) => {
-    if (sqlite.inTransaction || !sqlite.open) return db.executeQuery(CompiledQuery.raw(text, [...parameters])).then((result) => result.rows as Rows)
-    return statements.prepare(text).all(parameters) as Rows
-  }
-  return { db, dialect: 'sqlite', read, migrate: () => migrateToLatest(db) }
+  const db = new Kysely<Database>({ dialect: new PatientSqliteDialect(sqlite, cachingStatements(sqlite)) })
+  return { db, dialect: 'sqlite', migrate: () => migrateToLatest(db) }
 }
 
 /** Applies every pending migration; throws with the failing migration's error. */

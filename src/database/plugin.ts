@@ -8,12 +8,11 @@ import { createDatabase } from './index.js'
  */
 async function database(app: FastifyInstance): Promise<void> {
   const config = app.config
-  const { db, dialect, read, migrate, poolUse } = createDatabase({
+  const { db, dialect, migrate, poolUse } = createDatabase({
     url: config.DATABASE_URL, poolSize: config.DB_POOL_SIZE, queueLimit: config.DB_QUEUE_LIMIT, timeoutMs: config.DB_TIMEOUT_MS
   })
   app.decorate('db', db)
   app.decorate('dialect', dialect)
-  app.decorate('read', read)
   app.addHook('onClose', async () => db.destroy())
   if (poolUse) app.metrics.watchPool(poolUse)
   if (config.MIGRATE_ON_START) {

@@ -2,7 +2,6 @@ import { randomFillSync } from 'node:crypto'
 import { monotonicFactory } from 'ulidx'
 import type { Actor, EventType } from '../../schemas/event.js'
 import type { Trx } from '../database/index.js'
-import { reusable } from '../database/compiled.js'
 
 /** What caused a change: who made it, through which request, and where the links of its resources point. */
 export interface Cause {
@@ -41,14 +40,6 @@ function pooledRandom(): number {
 
 const nextUlid = monotonicFactory(pooledRandom)
 
-const insertEvent = reusable((
-  db, publicId: string, type: EventType, userId: number | null, actorType: Actor['type'], actorId: number | null, requestId: string | null,
-  data: string, previous: string | null, occurredAt: number
-) => db.insertInto('events').values({
-  public_id: publicId, type, user_id: userId, actor_type: actorType, actor_id: actorId, request_id: requestId,
-  data, previous, occurred_at: occurredAt, position: null
-}), ['\u0000id', '\u0000type' as EventType, -1, '\u0000actor' as Actor['type'], -2, '\u0000request', '\u0000data', '\u0000previous', -3])
-
 /**
  * The fields of `before` whose values differ in `after`, with their values before: `previous` of an update event.
  * Compared by their JSON, as a client would see them.
@@ -71,9 +62,10 @@ export function changedFields(before: Fields, after: Fields): Record<string, unk
 export async function recordEvent(
   trx: Trx, cause: Cause, type: EventType, userId: number | null, data: Fields, previous: Fields | null = null
 ): Promise<void> {
-  await insertEvent(
-    trx, `evt_${nextUlid()}`, type, userId, cause.actor.type, cause.actor.id, cause.requestId,
-    JSON.stringify(data), previous === null ? null : JSON.stringify(previous), Date.now()
-  )
+  await trx.insertInto('events').values({
+    public_id: `evt_${nextUlid()}`, type, user_id: userId, actor_type: cause.actor.type, actor_id: cause.actor.id,
+    request_id: cause.requestId, data: JSON.stringify(data), previous: previous === null ? null : JSON.stringify(previous),
+    occurred_at: Date.now(), position: null
+  }).execute()
   cause.recorded?.()
 }

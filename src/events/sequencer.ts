@@ -2,7 +2,6 @@ import { sql } from 'kysely'
 import type { EventType } from '../../schemas/event.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, locksRows } from '../database/transaction.js'
-import { reusable } from '../database/compiled.js'
 import { deleteInBatches, PURGE_BATCH } from '../database/batches.js'
 
 export interface SequencerLog {
@@ -32,14 +31,16 @@ export const SEQUENCER_DEFAULTS: SequencerOptions = {
   pollMs: 1000, gapMs: 20, batch: 500, retentionMs: 30 * 86_400_000, purgeBatch: PURGE_BATCH, purgeEveryMs: 60_000
 }
 
-// The sequencer's own statements, run after every write that wrote events: compiled once (database/compiled.ts).
-const lockedCounter = reusable((db) => {
-  const q = db.selectFrom('event_sequence').select('value').where('name', '=', 'events')
-  return locksRows(db) ? q.forUpdate() : q
-}, [])
-const unplacedEvents = reusable((db, limit: number) => db.selectFrom('events').select(['id', 'type']).where('position', 'is', null)
-  .orderBy('id').limit(limit), [-1])
-const advanceCounter = reusable((db, value: number) => db.updateTable('event_sequence').set({ value }).where('name', '=', 'events'), [-1])
+/** The counter row, locked (MySQL) for the rest of the sequencing transaction. */
+function lockedCounter(trx: Trx) {
+  const q = trx.selectFrom('event_sequence').select('value').where('name', '=', 'events')
+  return (locksRows(trx) ? q.forUpdate() : q).executeTakeFirst()
+}
+
+/** Committed events without a place yet, oldest first. */
+function unplacedEvents(db: Db | Trx, limit: number) {
+  return db.selectFrom('events').select(['id', 'type']).where('position', 'is', null).orderBy('id').limit(limit).execute()
+}
 
 /** An event just given its place, as what follows the feed (webhook deliveries) needs it. */
 export interface Sequenced {
@@ -117,7 +118,7 @@ export class Sequencer {
    * background run (nor its purge): sequencing transactions take turns on the counter's lock.
    */
   async catchUp(): Promise<void> {
-    if ((await unplacedEvents(this.db, 1)).rows.length > 0) await this.sequenceAll()
+    if ((await unplacedEvents(this.db, 1)).length > 0) await this.sequenceAll()
   }
 
   async stop(): Promise<void> {
@@ -164,17 +165,17 @@ export class Sequencer {
   /** One sequencing transaction: how many events it placed, and whom to tell once it has committed. */
   private async sequence(trx: Trx): Promise<{ placed: number; told: Array<() => void> }> {
     const told: Array<() => void> = []
-    const counter = (await lockedCounter(trx)).rows[0]
+    const counter = await lockedCounter(trx)
     if (!counter) throw new Error('event_sequence has no row for the events')
     const last = Number(counter.value)
     // Read after the lock is held: every event committed by now is seen, and any committed later gets a later place.
-    const rows = (await unplacedEvents(trx, this.options.batch)).rows
+    const rows = await unplacedEvents(trx, this.options.batch)
     if (rows.length === 0) return { placed: 0, told }
     const placed = rows.map((r, i) => ({ id: r.id, type: r.type, position: last + i + 1 }))
     await trx.updateTable('events')
       .set({ position: sql<number>`case id ${sql.join(placed.map((e) => sql`when ${e.id} then ${e.position}`), sql` `)} end` })
       .where('id', 'in', placed.map((e) => e.id)).execute()
-    await advanceCounter(trx, last + placed.length)
+    await trx.updateTable('event_sequence').set({ value: last + placed.length }).where('name', '=', 'events').execute()
     for (const follower of this.followers) if (await follower.follow(trx, placed)) told.push(follower.committed)
     return { placed: placed.length, told }
   }

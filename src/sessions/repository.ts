@@ -3,7 +3,6 @@ import type { SessionsTable } from '../../db/types.js'
 import type { Db, Trx } from '../database/index.js'
 import { addressLookupKey } from '../common/text.js'
 import { locksRows } from '../database/transaction.js'
-import { reusable } from '../database/compiled.js'
 import { deleteSessions, recordEnded, SESSION_COLUMNS as columns, type SessionRow } from '../accounts/sessions.js'
 import type { Cause } from '../events/record.js'
 import { selectUsers, type UserRow } from '../accounts/users.js'
@@ -17,23 +16,13 @@ export function listSessions(db: Db, userId: number, now: number, afterId: numbe
     .orderBy('id').limit(limit + 1).execute()
 }
 
-const sessionInsert = reusable((
-  db, userId: number, createdAt: number, lastUsedAt: number, client: string, expiresAt: number, endsAt: number
-) => db.insertInto('sessions').values({
-  user_id: userId, created_at: createdAt, last_used_at: lastUsedAt, client, expires_at: expiresAt, ends_at: endsAt
-}), [-1, -2, -3, '\u0000client', -4, -5])
-
 export async function insertSession(trx: Trx, values: Omit<Insertable<SessionsTable>, 'id'>): Promise<number> {
-  const { user_id: userId, created_at: createdAt, last_used_at: lastUsedAt, client, expires_at: expiresAt, ends_at: endsAt } = values
-  return Number((await sessionInsert(trx, userId, createdAt, lastUsedAt, client, expiresAt, endsAt)).insertId)
+  return Number((await trx.insertInto('sessions').values(values).executeTakeFirstOrThrow()).insertId)
 }
-
-const renewSessionRow = reusable((db, now: number, expiresAt: number, sessionId: number) => db.updateTable('sessions')
-  .set({ last_used_at: now, expires_at: expiresAt }).where('id', '=', sessionId), [-1, -2, -3])
 
 /** A session renewed by a refresh: used now, alive until `expiresAt`. */
 async function renewSession(trx: Trx, sessionId: number, now: number, expiresAt: number): Promise<void> {
-  await renewSessionRow(trx, now, expiresAt, sessionId)
+  await trx.updateTable('sessions').set({ last_used_at: now, expires_at: expiresAt }).where('id', '=', sessionId).execute()
 }
 
 /** A session of a user as a new session weighs it: alive until `expires_at`, and never past `ends_at`. */
@@ -61,17 +50,15 @@ export interface RefreshRow {
   ends_at: number
 }
 
-const refreshByHash = reusable((db, hash: string) => db.selectFrom('refresh_tokens')
-  .innerJoin('sessions', 'sessions.id', 'refresh_tokens.session_id')
-  .select([
-    'refresh_tokens.id', 'refresh_tokens.used_at', 'refresh_tokens.expires_at', 'sessions.id as session_id', 'sessions.user_id',
-    'sessions.created_at', 'sessions.last_used_at', 'sessions.expires_at as session_expires_at', 'sessions.client', 'sessions.ends_at'
-  ])
-  .where('refresh_tokens.token_hash', '=', hash), ['\u0000hash'])
-
 /** A refresh token by its hash, with its session. */
 export async function findRefresh(db: Db | Trx, hash: string): Promise<RefreshRow | undefined> {
-  const row = (await refreshByHash(db, hash)).rows[0]
+  const row = await db.selectFrom('refresh_tokens')
+    .innerJoin('sessions', 'sessions.id', 'refresh_tokens.session_id')
+    .select([
+      'refresh_tokens.id', 'refresh_tokens.used_at', 'refresh_tokens.expires_at', 'sessions.id as session_id', 'sessions.user_id',
+      'sessions.created_at', 'sessions.last_used_at', 'sessions.expires_at as session_expires_at', 'sessions.client', 'sessions.ends_at'
+    ])
+    .where('refresh_tokens.token_hash', '=', hash).executeTakeFirst()
   if (!row) return undefined
   return {
     id: row.id, used_at: row.used_at, expires_at: row.expires_at, ends_at: row.ends_at,
@@ -87,23 +74,10 @@ export async function refreshSpent(trx: Trx, id: number): Promise<boolean> {
   return (await trx.selectFrom('refresh_tokens').select('id').where('id', '=', id).where('used_at', 'is not', null).executeTakeFirst()) !== undefined
 }
 
-const insertRefreshRow = reusable((db, hash: string, sessionId: number, now: number, expiresAt: number) => db.insertInto('refresh_tokens')
-  .values({ token_hash: hash, session_id: sessionId, created_at: now, expires_at: expiresAt, used_at: null }), ['\u0000hash', -1, -2, -3])
-
 export async function insertRefresh(trx: Trx, sessionId: number, hash: string, now: number, expiresAt: number): Promise<void> {
-  await insertRefreshRow(trx, hash, sessionId, now, expiresAt)
+  await trx.insertInto('refresh_tokens')
+    .values({ token_hash: hash, session_id: sessionId, created_at: now, expires_at: expiresAt, used_at: null }).execute()
 }
-
-const spendRefreshRow = reusable((db, now: number, id: number) => db.updateTable('refresh_tokens').set({ used_at: now })
-  .where('id', '=', id).where('used_at', 'is', null), [-1, -2])
-
-// MySQL updates both rows in one statement (a multi-table UPDATE); SQLite, which updates one table a statement, in two.
-// `now` is passed twice (spent at, last used at): each value of a compiled statement has a marker of its own.
-const spendAndRenewRows = reusable((db, now: number, lastUsedAt: number, expiresAt: number, tokenId: number, sessionId: number) => db
-  .updateTable(['refresh_tokens', 'sessions'])
-  .set('refresh_tokens.used_at', now).set('sessions.last_used_at', lastUsedAt).set('sessions.expires_at', expiresAt)
-  .where('refresh_tokens.id', '=', tokenId).where('refresh_tokens.used_at', 'is', null)
-  .where('sessions.id', '=', sessionId).whereRef('sessions.id', '=', 'refresh_tokens.session_id'), [-1, -2, -3, -4, -5])
 
 /**
  * Spends a refresh token and renews its session (used now, alive until `expiresAt`), both or neither: false when the
@@ -112,50 +86,49 @@ const spendAndRenewRows = reusable((db, now: number, lastUsedAt: number, expires
  * lock, is retried as any other).
  */
 export async function spendAndRenew(trx: Trx, tokenId: number, sessionId: number, now: number, expiresAt: number): Promise<boolean> {
-  // The engines that lock rows (MySQL, MariaDB) are the ones with a multi-table UPDATE.
+  // The engines that lock rows (MySQL, MariaDB) are the ones with a multi-table UPDATE; SQLite updates one table a
+  // statement, so it takes two.
   if (!locksRows(trx)) {
     if (!(await spendRefresh(trx, tokenId, now))) return false
     await renewSession(trx, sessionId, now, expiresAt)
     return true
   }
-  return ((await spendAndRenewRows(trx, now, now, expiresAt, tokenId, sessionId)).numAffectedRows ?? 0n) > 0n
+  const result = await trx.updateTable(['refresh_tokens', 'sessions'])
+    .set('refresh_tokens.used_at', now).set('sessions.last_used_at', now).set('sessions.expires_at', expiresAt)
+    .where('refresh_tokens.id', '=', tokenId).where('refresh_tokens.used_at', 'is', null)
+    .where('sessions.id', '=', sessionId).whereRef('sessions.id', '=', 'refresh_tokens.session_id')
+    .executeTakeFirst()
+  return result.numUpdatedRows > 0n
 }
 
 /** Spends a refresh token; false when it was spent already (or is gone). */
 export async function spendRefresh(trx: Trx, id: number, now: number): Promise<boolean> {
-  return ((await spendRefreshRow(trx, now, id)).numAffectedRows ?? 0n) > 0n
+  const result = await trx.updateTable('refresh_tokens').set({ used_at: now }).where('id', '=', id).where('used_at', 'is', null)
+    .executeTakeFirst()
+  return result.numUpdatedRows > 0n
 }
-
-const insertTokenRow = reusable((db, hash: string, userId: number, sessionId: number, now: number, expiresAt: number) => db.insertInto('tokens')
-  .values({ token_hash: hash, user_id: userId, session_id: sessionId, created_at: now, expires_at: expiresAt }), ['\u0000hash', -1, -2, -3, -4])
 
 export async function insertToken(trx: Trx, userId: number, sessionId: number, hash: string, now: number, expiresAt: number): Promise<void> {
-  await insertTokenRow(trx, hash, userId, sessionId, now, expiresAt)
+  await trx.insertInto('tokens')
+    .values({ token_hash: hash, user_id: userId, session_id: sessionId, created_at: now, expires_at: expiresAt }).execute()
 }
-
-const credentialsByAddress = reusable((db, key: string) => db
-  .selectFrom('emails')
-  .innerJoin('users', 'users.id', 'emails.user_id')
-  .select(['users.id', 'users.password_hash', 'users.status'])
-  .where('emails.address_norm', '=', key)
-  .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)])), ['\u0000key'])
 
 /**
  * What a password is checked against: the user owning an address that may log in, its primary address or any of
  * its verified ones. An unverified secondary address finds nobody, as an unknown one does.
  */
-export async function findCredentials(db: Db, address: string) {
-  return (await credentialsByAddress(db, addressLookupKey(address) ?? '')).rows[0]
+export function findCredentials(db: Db, address: string) {
+  return db.selectFrom('emails')
+    .innerJoin('users', 'users.id', 'emails.user_id')
+    .select(['users.id', 'users.password_hash', 'users.status'])
+    .where('emails.address_norm', '=', addressLookupKey(address) ?? '')
+    .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
+    .executeTakeFirst()
 }
 
 export async function deleteToken(db: Db | Trx, hash: string): Promise<void> {
   await db.deleteFrom('tokens').where('token_hash', '=', hash).execute()
 }
-
-const credentialsLocked = reusable((db, userId: number) => {
-  const q = selectUsers(db).select('users.password_hash').where('users.id', '=', userId)
-  return locksRows(db) ? q.forUpdate() : q
-}, [-1])
 
 /**
  * What a token may be issued against, read with the user row locked (MySQL) for the rest of the transaction: every
@@ -164,20 +137,9 @@ const credentialsLocked = reusable((db, userId: number) => {
  * as answers show it, with its password hash.
  */
 export async function lockCredentials(trx: Trx, userId: number): Promise<(UserRow & { password_hash: string }) | undefined> {
-  return (await credentialsLocked(trx, userId)).rows[0]
+  const q = selectUsers(trx).select('users.password_hash').where('users.id', '=', userId)
+  return (locksRows(trx) ? q.forUpdate() : q).executeTakeFirst()
 }
-
-/** The user, its password hash and each of its sessions (none: one row whose session columns are null). */
-const credentialsAndSessionsLocked = reusable((db, userId: number) => {
-  const q = selectUsers(db).select('users.password_hash')
-    .leftJoin('sessions', 'sessions.user_id', 'users.id')
-    .select([
-      'sessions.id as session_id', 'sessions.created_at as session_created_at', 'sessions.last_used_at as session_last_used_at',
-      'sessions.expires_at as session_expires_at', 'sessions.client as session_client', 'sessions.ends_at as session_ends_at'
-    ])
-    .where('users.id', '=', userId).orderBy('sessions.id')
-  return locksRows(db) ? q.forUpdate() : q
-}, [-1])
 
 /**
  * lockCredentials, and in the same statement the user's sessions in id order (locked with it on MySQL), among which a
@@ -185,7 +147,15 @@ const credentialsAndSessionsLocked = reusable((db, userId: number) => {
  * other change to a user's sessions locks the user row first, so taking its sessions' rows with it adds no wait.
  */
 export async function lockForSession(trx: Trx, userId: number): Promise<{ user: UserRow & { password_hash: string }; sessions: HeldSession[] } | undefined> {
-  const rows = (await credentialsAndSessionsLocked(trx, userId)).rows
+  // The user, its password hash and each of its sessions (none: one row whose session columns are null).
+  const q = selectUsers(trx).select('users.password_hash')
+    .leftJoin('sessions', 'sessions.user_id', 'users.id')
+    .select([
+      'sessions.id as session_id', 'sessions.created_at as session_created_at', 'sessions.last_used_at as session_last_used_at',
+      'sessions.expires_at as session_expires_at', 'sessions.client as session_client', 'sessions.ends_at as session_ends_at'
+    ])
+    .where('users.id', '=', userId).orderBy('sessions.id')
+  const rows = await (locksRows(trx) ? q.forUpdate() : q).execute()
   const first = rows[0]
   if (!first) return undefined
   const user = {

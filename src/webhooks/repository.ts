@@ -2,7 +2,6 @@ import type { Insertable, Selectable, Updateable } from 'kysely'
 import type { WebhooksTable } from '../../db/types.js'
 import type { DeliveryStatus } from '../../schemas/webhook.js'
 import type { Db, Trx } from '../database/index.js'
-import { reusable } from '../database/compiled.js'
 
 export type WebhookRow = Selectable<WebhooksTable>
 
@@ -77,11 +76,9 @@ export function findDelivery(db: Db, webhookId: number, deliveryId: number): Pro
     .where('id', '=', deliveryId).where('kind', '=', 'webhook').where('webhook_id', '=', webhookId).executeTakeFirst()
 }
 
-const enabledWebhooks = reusable((db) => db.selectFrom('webhooks').select(['id', 'events']).where('enabled', '=', 1), [])
-
 /** The enabled webhooks and what they subscribe to, read in the transaction that places events (fanout.ts). */
 export async function subscribers(trx: Trx): Promise<Array<Pick<WebhookRow, 'id' | 'events'>>> {
-  return (await enabledWebhooks(trx)).rows
+  return trx.selectFrom('webhooks').select(['id', 'events']).where('enabled', '=', 1).execute()
 }
 
 /** Enabled webhooks with deliveries due now that no run holds: up to `limit`, longest waiting first. */

@@ -195,25 +195,6 @@ t.test('the embedded database file is readable by its owner only', { skip: ENGIN
   for (const f of [file, `${file}-wal`]) t.equal(statSync(f).mode & 0o777, 0o600, `${basename(f)} is 0600`)
 })
 
-t.test('the embedded engine answers the direct read at once, and waits with it for an open transaction', { skip: ENGINE !== 'sqlite' && 'SQLite only' }, async (t) => {
-  const app = await build(t)
-  await sql`create table probe (x integer)`.execute(app.db)
-  const count = 'select count(*) as n from probe'
-  const at = app.read<{ n: number }[]>(count, [])
-  t.notOk(at instanceof Promise, 'the rows themselves: a request goes on without waiting for the microtask queue')
-  t.same(at, [{ n: 0 }])
-  const trx = await app.db.startTransaction().execute()
-  await sql`insert into probe (x) values (1)`.execute(trx)
-  const during = app.read<{ n: number }[]>(count, [])
-  t.ok(during instanceof Promise, 'with a transaction open on the one connection, a promise')
-  let settled = false
-  void Promise.resolve(during).then(() => { settled = true })
-  await new Promise((resolve) => setTimeout(resolve, 30))
-  t.notOk(settled, 'that waits for the transaction to end')
-  await trx.rollback().execute()
-  t.same(await during, [{ n: 0 }], 'and never sees its uncommitted row')
-})
-
 /** An app on an embedded file with a `probe` table, and another writer of the same file (a second process, a shell). */
 async function withOtherWriter(t: Parameters<typeof build>[0]) {
   const url = await sharedDatabase(t)
