@@ -5,6 +5,7 @@
 import type { EmailTokenPurpose } from '../../db/types.js'
 import { foldedKey } from '../common/text.js'
 import type { Trx } from '../database/index.js'
+import { locksRows } from '../database/transaction.js'
 
 export async function insertEmailToken(
   trx: Trx, values: {
@@ -44,4 +45,17 @@ export async function insertEmailRevert(
 /** Drops a user's expired reverts, as a new one is written, so that they cannot pile up. */
 export async function purgeExpiredReverts(trx: Trx, userId: number, now: number): Promise<void> {
   await trx.deleteFrom('email_reverts').where('user_id', '=', userId).where('expires_at', '<=', now).execute()
+}
+
+/**
+ * Whether another user than `claimant` holds `address` through a live revert: a former primary stays its user's
+ * until the revert expires or is used, removed or not, so that whoever changed the primary cannot hand it to an
+ * account of its own. Read locked (MySQL), so that the latest committed revert is seen, not a snapshot's.
+ */
+export async function heldByRevert(trx: Trx, address: string, claimant: number, now: number): Promise<boolean> {
+  let q = trx.selectFrom('email_reverts').select('id')
+    .where('address_norm', '=', foldedKey(address)).where('expires_at', '>', now).where('user_id', '!=', claimant)
+    .limit(1)
+  if (locksRows(trx)) q = q.forUpdate()
+  return (await q.executeTakeFirst()) !== undefined
 }

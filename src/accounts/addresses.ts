@@ -5,7 +5,7 @@ import { isUniqueViolation } from '../database/errors.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
-import { deleteEmailTokens } from './address-tokens.js'
+import { deleteEmailTokens, heldByRevert } from './address-tokens.js'
 import { presentEmail } from './present.js'
 import type { EmailRow } from './rows.js'
 import { lockUser, touchUser } from './users.js'
@@ -172,14 +172,17 @@ async function findStaleClaim(trx: Trx, address: string, cutoff: number): Promis
 }
 
 /**
- * Runs a write that claims `address` for the user `claimant`. When the unique index refuses it because another user
- * holds the address as a stale claim (set at or before `cutoff` and never verified), that claim is given up and the
- * write is tried once more: an unverified claim cannot keep an address from its real owner for ever. The former
- * holder loses the address; if it was its primary, its oldest remaining address (verified first) becomes primary.
+ * Runs a write that claims `address` for the user `claimant`: every way an address is added or set goes through
+ * here. An address another user holds through a live revert (heldByRevert) is EMAIL_TAKEN. When the unique index
+ * refuses the write because another user holds the address as a stale claim (set at or before `cutoff` and never
+ * verified), that claim is given up and the write is tried once more: an unverified claim cannot keep an address
+ * from its real owner for ever. The former holder loses the address; if it was its primary, its oldest remaining
+ * address (verified first) becomes primary.
  */
 export async function claimingStale<T>(
   trx: Trx, address: string, claimant: number, cutoff: number, cause: Cause, write: () => Promise<T>
 ): Promise<T> {
+  if (await heldByRevert(trx, address, claimant, Date.now())) throw new EmailTaken(address)
   try {
     return await write()
   } catch (err) {

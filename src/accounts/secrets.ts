@@ -27,6 +27,9 @@ export function meetsOwasp(cost: HashCost): boolean {
  */
 const hashing = pLimit(availableParallelism())
 
+/** The stored hash of a user with no password: nothing verifies against it. */
+export const NO_PASSWORD = ''
+
 /**
  * Password hashes (argon2id) at a configured cost. A stored hash names the cost it was made with, so a hash made at
  * another cost still verifies.
@@ -45,14 +48,15 @@ export class Passwords {
   }
 
   /**
-   * Verifies a password against a stored hash, or against a fixed dummy hash when there is none,
-   * so that an unknown address costs the same time as a wrong password.
+   * Verifies a password against a stored hash, or against a fixed dummy hash when there is none (or the user has
+   * no password), so that an unknown address costs the same time as a wrong password.
    */
   async verify(stored: string | undefined, password: string): Promise<boolean> {
     this.dummy ??= this.hash(randomBytes(16).toString('hex'))
-    const target = stored ?? (await this.dummy)
+    const usable = stored !== undefined && stored !== NO_PASSWORD
+    const target = usable ? stored : await this.dummy
     const ok = await hashing(() => verify(target, password)).catch(() => false)
-    return ok && stored !== undefined
+    return ok && usable
   }
 }
 

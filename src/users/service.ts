@@ -199,7 +199,7 @@ export class UsersService {
     }
     const passwordHash = await this.passwords.hash(password)
     const keep: Keep | undefined = self ? { sessionId: caller.session_id, tokenHash: caller.tokenHash } : undefined
-    await this.write(id, { password_hash: passwordHash }, expected, cause, {
+    await this.write(id, { password_hash: passwordHash, password_set_at: Date.now() }, expected, cause, {
       type: 'password.changed', ending: () => ({ reason: 'password_changed', keep })
     })
   }

@@ -1,6 +1,8 @@
 import type { EmailTokenPurpose } from '../../db/types.js'
 import { addressLookupKey } from '../common/text.js'
+import { EMAIL_COLUMNS } from '../accounts/addresses.js'
 import type { Db, Trx } from '../database/index.js'
+import { locksRows } from '../database/transaction.js'
 
 /** When the last token of this purpose was mailed to the address, if one still exists. */
 export async function lastTokenAt(trx: Trx, emailId: number, purpose: EmailTokenPurpose): Promise<number | undefined> {
@@ -47,7 +49,7 @@ export async function findAddress(db: Db, address: string): Promise<{ id: number
   return db.selectFrom('emails').select(['id', 'user_id']).where('address_norm', '=', key).executeTakeFirst()
 }
 
-const REVERT_COLUMNS = ['id', 'user_id', 'address', 'code_hash', 'expires_at'] as const
+const REVERT_COLUMNS = ['id', 'user_id', 'address', 'code_hash', 'created_at', 'expires_at'] as const
 
 /** A revert by its token's hash, as it stands. */
 export function findRevert(db: Db | Trx, hash: string) {
@@ -66,7 +68,28 @@ export async function addRevertTries(trx: Trx, ids: number[]): Promise<void> {
   if (ids.length) await trx.updateTable('email_reverts').set((eb) => ({ code_tries: eb('code_tries', '+', 1) })).where('id', 'in', ids).execute()
 }
 
-/** Drops every revert of a user: one used spends them all. */
-export async function deleteUserReverts(trx: Trx, userId: number): Promise<void> {
-  await trx.deleteFrom('email_reverts').where('user_id', '=', userId).execute()
+/**
+ * Drops the reverts of a user written at or after `since`: the one used and those of the changes it undoes. Older
+ * ones stay, so that a revert of a later change cannot spend the one that undoes an earlier change.
+ */
+export async function deleteRevertsSince(trx: Trx, userId: number, since: number): Promise<void> {
+  await trx.deleteFrom('email_reverts').where('user_id', '=', userId).where('created_at', '>=', since).execute()
+}
+
+/** Drops every mailed token and code of a user, whatever its purpose. */
+export async function deleteAllUserTokens(trx: Trx, userId: number): Promise<void> {
+  await trx.deleteFrom('email_tokens').where('user_id', '=', userId).execute()
+}
+
+/** Every address of a user with when it was last set, locked (MySQL), oldest first. */
+export function lockUserAddresses(trx: Trx, userId: number) {
+  let q = trx.selectFrom('emails').select([...EMAIL_COLUMNS, 'claimed_at']).where('user_id', '=', userId).orderBy('id')
+  if (locksRows(trx)) q = q.forUpdate()
+  return q.execute()
+}
+
+/** When the user's password was last set after sign-up, if it was. */
+export async function passwordSetAt(trx: Trx, userId: number): Promise<number | null | undefined> {
+  const row = await trx.selectFrom('users').select('password_set_at').where('id', '=', userId).executeTakeFirst()
+  return row?.password_set_at
 }

@@ -1,9 +1,9 @@
 import type { AddressMail } from '../accounts/address-mail.js'
 import {
-  claimingStale, findEmail, insertEmail, lockAddress, lockEmail, makePrimary, unverifyAddress, verifyAddress, type EmailRow
+  claimingStale, findEmail, insertEmail, lockAddress, lockEmail, makePrimary, removeEmail, unverifyAddress, verifyAddress, type EmailRow
 } from '../accounts/addresses.js'
 import { CODE_TRIES, failedCode, type EmailCodes } from '../accounts/codes.js'
-import { isTokenShaped, tokenHash, type Passwords } from '../accounts/secrets.js'
+import { isTokenShaped, NO_PASSWORD, tokenHash, type Passwords } from '../accounts/secrets.js'
 import { presentEmail, presentUser } from '../accounts/present.js'
 import { endSessions } from '../accounts/sessions.js'
 import { lockUser, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
@@ -14,7 +14,8 @@ import { inTransaction, written } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import {
-  addRevertTries, deleteUserReverts, deleteUserTokens, findAddress, findEmailToken, findResetTarget, findRevert, lastTokenAt, liveReverts
+  addRevertTries, deleteAllUserTokens, deleteRevertsSince, deleteUserTokens, findAddress, findEmailToken, findResetTarget, findRevert,
+  lastTokenAt, liveReverts, lockUserAddresses, passwordSetAt
 } from './repository.js'
 
 /** What proves a mail was read: its token, or its address and the code it carried. */
@@ -30,7 +31,7 @@ export interface VerificationOptions {
 }
 
 /** A revert of a primary change, as read to be used. */
-interface Revert { id: number; user_id: number; address: string; expires_at: number }
+interface Revert { id: number; user_id: number; address: string; created_at: number; expires_at: number }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -182,7 +183,7 @@ export class VerificationService {
     trx: Trx, before: UserRow, proved: { user_id: number; email_id: number }, passwordHash: string, now: number, cause: Cause
   ): Promise<void> {
     await deleteUserTokens(trx, proved.user_id, 'reset')
-    await updateUserRow(trx, proved.user_id, { password_hash: passwordHash, updated_at: now })
+    await updateUserRow(trx, proved.user_id, { password_hash: passwordHash, password_set_at: now, updated_at: now })
     const after = presentUser({ ...before, version: before.version + 1, updated_at: now }, cause.base)
     await recordEvent(trx, cause, 'password.reset', proved.user_id, after, changedFields(presentUser(before, cause.base), after))
     await verifyAddress(trx, proved.user_id, proved.email_id, now, cause)
@@ -222,12 +223,9 @@ export class VerificationService {
   }
 
   /**
-   * Takes a change of primary back, with the token or the code of the revert mailed to the former primary: that
-   * address becomes the user's verified primary again (re-added if it was removed: EMAIL_TAKEN if another user holds
-   * it, but for a stale unverified claim). The address that had replaced it loses its verified mark and its tokens,
-   * so that whoever made the change can no longer reset the password or sign in by code through it; every revert,
-   * reset and sign-in token of the user is spent, and every session ends. Wrong tokens and codes are INVALID_TOKEN
-   * and count as codes do (byCode).
+   * Takes a change of primary back, with the token or the code of the revert mailed to the former primary: the
+   * account as its owner had it before the change (restore). Wrong tokens and codes are INVALID_TOKEN and count as
+   * codes do (byCode).
    */
   async revert(proof: MailedProof, client: string, cause: Cause): Promise<void> {
     if ('email' in proof) return this.revertByCode(proof, client, cause)
@@ -273,9 +271,17 @@ export class VerificationService {
     await guess.succeeded()
   }
 
-  /** The revert applied, under its user's lock (revert). */
+  /**
+   * The revert applied, under its user's lock (revert): the account as its owner had it before the change. The
+   * former primary is its verified primary again (re-added if it was removed; it was held for the user meanwhile);
+   * every address set since the change is removed, and every one verified since loses its mark, as does the address
+   * that had replaced the former primary, so that whoever made the change keeps no way to prove an address of the
+   * account. A password set since no longer signs in; every mailed token and code is spent, with the reverts of this
+   * change and of later ones; every session ends. Each step writes its event.
+   */
   private async restore(trx: Trx, revert: Revert, now: number, cause: Cause): Promise<void> {
     const userId = revert.user_id
+    const since = revert.created_at
     const held = await lockAddress(trx, revert.address)
     let target: EmailRow
     if (held?.user_id === userId) {
@@ -289,14 +295,27 @@ export class VerificationService {
       await recordEvent(trx, cause, 'email.added', userId, presentEmail(target, cause.base))
     }
     target = await verifyAddress(trx, userId, target.id, now, cause)
-    if (target.primary_user_id === null) {
-      const replacing = await makePrimary(trx, target, now, cause)
-      if (replacing) await unverifyAddress(trx, { ...replacing, primary_user_id: null, version: replacing.version + 1 }, now, cause)
+    const replacing = target.primary_user_id === null ? await makePrimary(trx, target, now, cause) : undefined
+    for (const row of await lockUserAddresses(trx, userId)) {
+      if (row.id === target.id) continue
+      const { claimed_at: claimedAt, ...email } = row
+      if (claimedAt !== null && claimedAt >= since) await removeEmail(trx, email, cause)
+      else if (row.id === replacing?.id || (row.verified_at !== null && row.verified_at >= since)) await unverifyAddress(trx, email, now, cause)
     }
-    await deleteUserReverts(trx, userId)
-    await deleteUserTokens(trx, userId, 'reset')
-    await deleteUserTokens(trx, userId, 'signin')
+    await this.voidPasswordSince(trx, userId, since, now, cause)
+    await deleteRevertsSince(trx, userId, since)
+    await deleteAllUserTokens(trx, userId)
     await endSessions(trx, userId, cause, 'primary_reverted')
+  }
+
+  /** A password set at or after `since` stops signing in (`password.changed`): its setter may be the one reverted. */
+  private async voidPasswordSince(trx: Trx, userId: number, since: number, now: number, cause: Cause): Promise<void> {
+    const setAt = await passwordSetAt(trx, userId)
+    if (setAt === null || setAt === undefined || setAt < since) return
+    const before = await lockUserRow(trx, userId)
+    await updateUserRow(trx, userId, { password_hash: NO_PASSWORD, password_set_at: now, updated_at: now })
+    const after = presentUser({ ...before, version: before.version + 1, updated_at: now }, cause.base)
+    await recordEvent(trx, cause, 'password.changed', userId, after, changedFields(presentUser(before, cause.base), after))
   }
 
   private hashOf(token: string): string {
