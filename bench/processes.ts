@@ -1,4 +1,4 @@
-// What both bench scripts need to start, wait for and measure the servers they run.
+// What the bench needs to start, wait for and measure the servers it runs.
 import type { ChildProcess } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 
