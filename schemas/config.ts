@@ -12,11 +12,13 @@ export const Config = Type.Object(
     METRICS_PORT: Int(0, 65535, 9464, 'Port of GET /metrics (Prometheus), on HOST, never the API\'s port; 0 turns it off'),
     DATABASE_URL: Type.Optional(Type.String({
       pattern: '^(mysql://.+|sqlite:.+)$',
-      description: 'mysql://user:pass@host:3306/db, sqlite:///abs/path, sqlite:relative/path or sqlite::memory:'
+      description: 'mysql://user:pass@host:3306/db, sqlite:///abs/path, sqlite:relative/path or sqlite::memory:; unset: sqlite:./data/roster.sqlite'
     })),
     PUBLIC_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/?#]+(/[^\\s?#]*)?$', description: 'Makes every href absolute' })),
-    ADMIN_EMAIL: Type.Optional(Type.String({ pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', maxLength: 254 })),
-    ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 8, maxLength: 256 })),
+    ADMIN_EMAIL: Type.Optional(Type.String({
+      pattern: '^[^\\s@]+@[^\\s@]+\\.[^\\s@]+$', maxLength: 254, description: 'With ADMIN_PASSWORD: at start, creates this admin if no user has the address'
+    })),
+    ADMIN_PASSWORD: Type.Optional(Type.String({ minLength: 8, maxLength: 256, description: 'The password of the admin ADMIN_EMAIL creates' })),
     SIGNUP_OPEN: Bool(true, 'Anyone may POST /users; when false only admins may'),
     REQUIRE_EMAIL: Bool(true, 'Refuse to remove the last address of a user'),
     MAX_EMAILS_PER_USER: Int(1, 1000, 10, 'Addresses a user may hold'),
@@ -56,13 +58,14 @@ export const Config = Type.Object(
     OTEL_SERVICE_NAME: Type.String({ default: 'roster', minLength: 1, maxLength: 200, description: 'OpenTelemetry: the service.name of the traces' }),
     LOG_LEVEL: Type.Union(
       ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
-      { default: 'info' }
+      { default: 'info', description: 'Least level of the JSON log lines on stdout; info writes one line per request' }
     ),
     DB_POOL_SIZE: Int(1, 500, 10, 'MySQL connections in the pool'),
     DB_QUEUE_LIMIT: Int(1, 100_000, 1000, 'Requests that may wait for a MySQL connection before 503'),
     DB_TIMEOUT_MS: Int(100, 600_000, 2000, 'MySQL: deadline of one round trip, the wait for a connection included, before 503'),
     MIGRATE_ON_START: Bool(true, 'Apply pending migrations when the service starts'),
     BODY_LIMIT: Int(1024, 1_048_576, 16_384, 'Largest accepted request body in bytes'),
+    IMPORT_MAX_BYTES: Int(1024, 68_719_476_736, 1_073_741_824, 'Largest file POST /imports accepts, in bytes; read as a stream, never held in memory'),
     TRUST_PROXY: Type.Optional(Type.String({ minLength: 1, description: 'Address or CIDR list of the reverse proxy' })),
     CLIENT_IPV6_PREFIX: Int(1, 128, 64, 'IPv6 clients are counted by this prefix in every per-client limit (a /64 is one subscriber\'s network)'),
     RATE_LIMIT_MAX: Int(1, 100_000_000, 1200, 'Requests per caller (user, else client address) per window'),
