@@ -3,7 +3,7 @@ import type { Caller } from './auth/caller.js'
 import type { AuthRule } from './auth/rules.js'
 import type { Db, DialectName } from './database/index.js'
 import type { CursorCodec } from './http/cursor.js'
-import type { RoutePlan } from './http/lifecycle.js'
+import type { RoutePlan } from './http/methods.js'
 import type { AnswerSeal } from './idempotency/service.js'
 
 // What the app's plugins decorate it with. Plugins that own a decoration of their own declare it beside their code
@@ -14,7 +14,7 @@ declare module 'fastify' {
     db: Db
     dialect: DialectName
     cursors: CursorCodec
-    /** Every route as served: its declared config and its steps, in the order the lifecycle gave them. */
+    /** Every route as served: its declared config and its steps, in the order src/steps.ts gave them. */
     routePlans: ReadonlyArray<RoutePlan>
   }
   interface FastifyRequest {

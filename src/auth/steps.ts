@@ -1,8 +1,7 @@
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler, preHandlerAsyncHookHandler, RouteOptions } from 'fastify'
 import { tokenHash } from '../accounts/secrets.js'
 import { type DomainError, Forbidden, Unauthenticated } from '../common/errors.js'
 import type { Cause } from '../events/record.js'
-import type { RouteStep } from '../http/lifecycle.js'
 import type { Caller, FindCaller } from './caller.js'
 import { allows, AUTH_RULES, isAuthRule, type AuthRule } from './rules.js'
 
@@ -11,11 +10,8 @@ export interface AuthenticateOptions {
   findCaller: FindCaller
   /** Routes under these prefixes are public without declaring it (routes added by third-party plugins). */
   publicPrefixes: string[]
-  /**
-   * Runs when a request is refused at authentication: it may answer with an error of its own (a 429) instead, at once
-   * or with a promise that never rejects.
-   */
-  onRefusal?: (request: FastifyRequest, reply: FastifyReply) => DomainError | undefined | Promise<DomainError | undefined>
+  /** Runs when a request is refused at authentication: it may answer with an error of its own (a 429) instead. */
+  onRefusal?: (request: FastifyRequest, reply: FastifyReply) => Promise<DomainError | undefined>
 }
 
 function bearerToken(header: string | undefined): string | undefined {
@@ -27,11 +23,9 @@ function bearerToken(header: string | undefined): string | undefined {
 /**
  * The authenticate step: reads each route's rule once, when it is registered (and refuses to register a route
  * without one), and looks the bearer token up on every request, before any body is read. A route that needs a
- * caller refuses the rest: with onRefusal's answer (a 429) if it gives one, else 401. A lookup that answers at once
- * (SQLite) lets the request go on at once: the step is a callback hook, so that no promise stands between it and the
- * next step.
+ * caller refuses the rest: with onRefusal's answer (a 429) if it gives one, else 401.
  */
-export function authenticateStep(options: AuthenticateOptions): RouteStep<'onRequest'> {
+export function authenticateStep(options: AuthenticateOptions): (route: RouteOptions) => onRequestAsyncHookHandler {
   return (route) => {
     const declared = route.config?.auth
     const rule: AuthRule | undefined = declared ?? (options.publicPrefixes.some((p) => route.url.startsWith(p)) ? 'public' : undefined)
@@ -40,38 +34,24 @@ export function authenticateStep(options: AuthenticateOptions): RouteStep<'onReq
     }
     route.config = { ...route.config, auth: rule }
     const isPublic = rule === 'public'
-    return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-      const refuse = (answer: DomainError | undefined) =>
-        done(answer ?? new Unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined))
-      const admit = (caller: Caller | undefined) => {
-        request.caller = caller ?? null
-        if (isPublic || caller) return done()
-        const refused = options.onRefusal?.(request, reply)
-        if (refused instanceof Promise) refused.then(refuse, done)
-        else refuse(refused)
-      }
+    return async (request, reply) => {
       const token = bearerToken(request.headers.authorization)
-      if (!token) return admit(undefined)
-      let found
-      try {
-        found = options.findCaller(tokenHash(token))
-      } catch (err) {
-        return done(err instanceof Error ? err : new Error(String(err)))
-      }
-      if (found instanceof Promise) found.then(admit, done)
-      else admit(found)
+      const caller = token ? await options.findCaller(tokenHash(token)) : undefined
+      request.caller = caller ?? null
+      if (isPublic || caller) return
+      throw (await options.onRefusal?.(request, reply)) ??
+        new Unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined)
     }
   }
 }
 
 /** The authorize step: the route's rule against the caller and the `user_id` it names (validated by then). */
-export const authorizeStep: RouteStep<'preHandler'> = (route) => {
+export function authorizeStep(route: RouteOptions): preHandlerAsyncHookHandler | undefined {
   const rule = route.config?.auth
   if (!rule || rule === 'public') return undefined
-  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+  return async (request) => {
     const target = (request.params as { user_id?: number }).user_id
-    if (allows(rule, request.caller, target)) return done()
-    done(request.caller ? new Forbidden() : new Unauthenticated())
+    if (!allows(rule, request.caller, target)) throw request.caller ? new Forbidden() : new Unauthenticated()
   }
 }
 

@@ -1,10 +1,9 @@
 import formbody from '@fastify/formbody'
 import multipart from '@fastify/multipart'
 import { PassThrough } from 'node:stream'
-import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest, preParsingAsyncHookHandler, preValidationAsyncHookHandler, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { DomainError, InvalidInput, invalidField, PayloadTooLarge, RequestTimeout } from '../common/errors.js'
-import type { RouteStep } from './lifecycle.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -143,13 +142,13 @@ const bodyTooSlow = () => Object.assign(new Error('The request body took too lon
  * answer already sent) can never become an uncaught error. What happens to a body still unread when the answer
  * goes out is unread-body.ts's business.
  */
-const bodyDeadline: preParsingHookHandler = (request, reply, payload, done) => {
+const bodyDeadline: preParsingAsyncHookHandler = async (request, reply, payload) => {
   const headers = request.headers
-  if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return done(null, payload)
+  if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return payload
   // GET, HEAD and TRACE bodies are never parsed: Node discards them, and unread-body.ts bounds how long that takes.
-  if (BODYLESS.has(request.method)) return done(null, payload)
+  if (BODYLESS.has(request.method)) return payload
   // Multipart bodies are read from the raw request by @fastify/multipart: the multipart step keeps their deadline.
-  if (headers['content-type']?.toLowerCase().startsWith('multipart/')) return done(null, payload)
+  if (headers['content-type']?.toLowerCase().startsWith('multipart/')) return payload
   const body = new PassThrough()
   body.on('error', ignore)
   const timer = setTimeout(() => {
@@ -166,7 +165,7 @@ const bodyDeadline: preParsingHookHandler = (request, reply, payload, done) => {
     if (!request.raw.complete && !body.destroyed) body.destroy(Object.assign(new Error('The client closed the request mid-body'), { statusCode: 400 }))
   })
   payload.pipe(body)
-  done(null, body)
+  return body
 }
 
 const ignore = () => {}
@@ -187,12 +186,11 @@ export function withMultipart(routes: FastifyPluginAsync): FastifyPluginAsync {
   }
 }
 
-/** The multipart step: for routes in a `withMultipart` scope; a request that is not multipart passes synchronously. */
-export const multipartStep: RouteStep<'preValidation'> = (_route, scope) => {
+/** The multipart step: for routes in a `withMultipart` scope; a request that is not multipart passes. */
+export function multipartStep(_route: RouteOptions, scope: FastifyInstance): preValidationAsyncHookHandler | undefined {
   if (!scope.hasRequestDecorator('isMultipart')) return undefined
-  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
-    if (!request.isMultipart()) return done()
-    withinDeadline(request, collectParts(request)).then(() => done(), done)
+  return async (request) => {
+    if (request.isMultipart()) await withinDeadline(request, collectParts(request))
   }
 }
 

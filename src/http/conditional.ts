@@ -1,28 +1,25 @@
 import { createHash } from 'node:crypto'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply, FastifyRequest, onSendAsyncHookHandler, RouteOptions } from 'fastify'
 import { noneMatch } from './etag.js'
-import type { RouteStep } from './lifecycle.js'
 
-type Done = (err: Error | null, payload?: unknown) => void
-
-function conditional(request: FastifyRequest, reply: FastifyReply, payload: unknown, done: Done) {
-  if (reply.statusCode !== 200) return done(null, payload)
+async function conditional(request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
+  if (reply.statusCode !== 200) return payload
   let etag = reply.getHeader('etag') as string | undefined
   if (etag === undefined) {
-    if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return done(null, payload)
+    if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload
     etag = `"${createHash('sha1').update(payload).digest('base64url')}"`
     reply.header('etag', etag)
   }
-  if (!noneMatch(request.headers['if-none-match'], etag)) return done(null, payload)
+  if (!noneMatch(request.headers['if-none-match'], etag)) return payload
   reply.code(304)
   reply.removeHeader('content-type')
   reply.removeHeader('content-length')
-  done(null, null)
+  return null
 }
 
 /**
  * The conditional-get step: every 200 answer to a GET carries an ETag (the route's own, from the resource version,
  * or else a digest of the body), and an If-None-Match naming it answers 304 with no body. GET and HEAD routes only.
  */
-export const conditionalGetStep: RouteStep<'onSend'> = (route) =>
+export const conditionalGetStep = (route: RouteOptions): onSendAsyncHookHandler | undefined =>
   [route.method].flat().some((method) => method === 'GET' || method === 'HEAD') ? conditional : undefined

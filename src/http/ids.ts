@@ -1,7 +1,6 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { preValidationAsyncHookHandler, RouteOptions } from 'fastify'
 import type { FieldError } from '../../schemas/problem.js'
 import { InvalidInput } from '../common/errors.js'
-import type { RouteStep } from './lifecycle.js'
 
 /** A canonical decimal id: no sign, no leading zero, no exponent, no white space, at most 16 digits. */
 export const CANONICAL_ID = /^[1-9][0-9]{0,15}$/
@@ -15,13 +14,13 @@ const isId = (text: string) => CANONICAL_ID.test(text) && Number(text) <= Number
  * `+1` or ` 1` as 1, so path ids (`*_id`) and the `id` filter are checked as the client wrote them, before
  * validation coerces them. Only routes that have such a parameter get the step.
  */
-export const canonicalIdsStep: RouteStep<'preValidation'> = (route) => {
+export function canonicalIdsStep(route: RouteOptions): preValidationAsyncHookHandler | undefined {
   const pathIds = [...route.url.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!).filter((name) => name.endsWith('_id'))
   const querystring = route.schema?.querystring as { properties?: Record<string, unknown> } | undefined
   const queryIds = querystring?.properties?.id !== undefined
   if (pathIds.length === 0 && !queryIds) return undefined
 
-  return (request: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void) => {
+  return async (request) => {
     const bad: FieldError[] = []
     const params = request.params as Record<string, string>
     for (const key of pathIds) {
@@ -33,6 +32,6 @@ export const canonicalIdsStep: RouteStep<'preValidation'> = (route) => {
         if (typeof value !== 'string' || !isId(value)) bad.push({ path: `/id/${i}`, in: 'query', message: NOT_CANONICAL })
       }
     }
-    done(bad.length ? new InvalidInput('Ids are positive integers in canonical decimal', bad) : undefined)
+    if (bad.length) throw new InvalidInput('Ids are positive integers in canonical decimal', bad)
   }
 }

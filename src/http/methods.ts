@@ -1,4 +1,12 @@
-import type { RoutePlan } from './lifecycle.js'
+import type { FastifyContextConfig } from 'fastify'
+
+/** A route as served: its method, URL, declared config and the steps it was given, in order. */
+export interface RoutePlan {
+  method: string
+  url: string
+  config: FastifyContextConfig
+  steps: string[]
+}
 
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 

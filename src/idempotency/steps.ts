@@ -1,7 +1,6 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply, onSendAsyncHookHandler, preHandlerAsyncHookHandler, RouteOptions } from 'fastify'
 import { invalidField } from '../common/errors.js'
 import type { IdempotencyKeys } from './service.js'
-import type { RouteStep } from '../http/lifecycle.js'
 
 /** A key as clients send them (a UUID, usually): printable ASCII without spaces, 1 to 255 characters. */
 const KEY = /^[\x21-\x7e]{1,255}$/
@@ -18,10 +17,10 @@ const header = (reply: FastifyReply, name: string): string | null => {
  * the first request with that key answered (`Idempotent-Replayed: true`), or is refused (409 while the first runs,
  * 422 for another request under the same key). Requests without the header run as ever.
  */
-export function idempotencyStep(keys: IdempotencyKeys): RouteStep<'preHandler'> {
+export function idempotencyStep(keys: IdempotencyKeys): (route: RouteOptions) => preHandlerAsyncHookHandler | undefined {
   return (route) => {
     if (!route.config?.idempotent) return undefined
-    return async (request: FastifyRequest, reply: FastifyReply) => {
+    return async (request, reply) => {
       const key = request.headers['idempotency-key']
       if (key === undefined) return
       if (typeof key !== 'string' || !KEY.test(key)) {
@@ -46,10 +45,10 @@ export function idempotencyStep(keys: IdempotencyKeys): RouteStep<'preHandler'> 
 }
 
 /** Keeps the answer of a request that took a key (onSend: the body as sent), before it goes out. */
-export function idempotencyRecordStep(keys: IdempotencyKeys): RouteStep<'onSend'> {
+export function idempotencyRecordStep(keys: IdempotencyKeys): (route: RouteOptions) => onSendAsyncHookHandler | undefined {
   return (route) => {
     if (!route.config?.idempotent) return undefined
-    return async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+    return async (request, reply, payload) => {
       const taken = request.idempotencyKey
       if (!taken) return payload
       request.idempotencyKey = null

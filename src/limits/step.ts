@@ -1,6 +1,5 @@
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler, RouteOptions } from 'fastify'
 import { RateLimited } from '../common/errors.js'
-import type { RouteStep } from '../http/lifecycle.js'
 import type { Hit, WindowCounter } from './counters.js'
 
 export interface RateLimitOptions {
@@ -12,9 +11,7 @@ export interface RateLimitOptions {
 /**
  * The general rate limit: `max` requests per caller (the user once authenticated, else the client address) per
  * window. The client address is the socket's unless TRUST_PROXY names the proxy, so a forged X-Forwarded-For picks
- * no fresh bucket. With Redis a request waits for one round trip, and an unreachable Redis lets requests through. The
- * in-process counter answers at once, and the request goes on at once: the step is a callback hook, so that no
- * promise stands between it and the next step.
+ * no fresh bucket. With Redis a request waits for one round trip, and an unreachable Redis lets requests through.
  */
 export function rateLimiter(options: RateLimitOptions) {
   const windowMs = options.windowSeconds * 1000
@@ -34,29 +31,23 @@ export function rateLimiter(options: RateLimitOptions) {
     return hit.count > options.max ? new RateLimited(detail, hit.ttlMs) : undefined
   }
 
-  /**
-   * Counts one request against a key: the error to answer with when that key is over the limit, at once when the
-   * counter answers at once, else with a promise that never rejects.
-   */
-  const count = (key: string, request: FastifyRequest, reply: FastifyReply): RateLimited | undefined | Promise<RateLimited | undefined> => {
-    let hit
+  /** Counts one request against a key: the error to answer with when that key is over the limit. */
+  const count = async (key: string, request: FastifyRequest, reply: FastifyReply): Promise<RateLimited | undefined> => {
     try {
-      hit = options.counter.hit(key, windowMs)
+      return counted(await options.counter.hit(key, windowMs), reply)
     } catch (err) {
       return letThrough(request, err)
     }
-    return hit instanceof Promise ? hit.then((h) => counted(h, reply), (err: unknown) => letThrough(request, err)) : counted(hit, reply)
   }
 
-  const limit = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    const refused = count(request.caller ? `u${request.caller.id}` : `a${request.client}`, request, reply)
-    if (refused instanceof Promise) refused.then(done, done)
-    else done(refused)
+  const limit: onRequestAsyncHookHandler = async (request, reply) => {
+    const refused = await count(request.caller ? `u${request.caller.id}` : `a${request.client}`, request, reply)
+    if (refused) throw refused
   }
 
   return {
     /** The rate-limit step (after authentication, before validation), for every route but the health checks. */
-    step: ((route) => (route.url.startsWith('/health/') ? undefined : limit)) satisfies RouteStep<'onRequest'>,
+    step: (route: RouteOptions) => (route.url.startsWith('/health/') ? undefined : limit),
     /**
      * A request refused at authentication never reaches the step: it counts against its address here, so a client
      * sending no token or bad ones is held to the limit of any anonymous caller.

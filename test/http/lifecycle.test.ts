@@ -1,6 +1,5 @@
 import t from 'tap'
-import { PHASES } from '../../src/http/lifecycle.js'
-import { routeSteps } from '../../src/steps.js'
+import { PHASES, routeSteps } from '../../src/steps.js'
 import { assertProblem, build, newUser, sharedDatabase } from '../helpers.js'
 
 // The order of the per-route steps is declared once (src/steps.ts). These tests fail when it changes,
