@@ -8,10 +8,10 @@ export interface Hit {
 
 /** Counts events per key over a fixed window that starts with the first event. */
 export interface WindowCounter {
-  /** Adds one event. An in-process counter answers at once; a shared one with a promise. */
-  hit(key: string, windowMs: number): Hit | Promise<Hit>
+  /** Adds one event. */
+  hit(key: string, windowMs: number): Promise<Hit>
   /** Takes one event back (a reservation that turned out not to count); never below zero. */
-  release(key: string): void | Promise<void>
+  release(key: string): Promise<void>
   clear(key: string): Promise<void>
   close(): void
 }
@@ -33,7 +33,7 @@ export class MemoryCounter implements WindowCounter {
     for (const [key, entry] of this.entries) if (entry.expires <= now) this.entries.delete(key)
   }
 
-  hit(key: string, windowMs: number): Hit {
+  async hit(key: string, windowMs: number): Promise<Hit> {
     const now = Date.now()
     let entry = this.entries.get(key)
     if (!entry || entry.expires <= now) {
@@ -60,7 +60,7 @@ export class MemoryCounter implements WindowCounter {
   }
 
   /** Takes one hit back; a window back at zero is gone, so the next hit starts a new one (as in Redis). */
-  release(key: string): void {
+  async release(key: string): Promise<void> {
     const entry = this.entries.get(key)
     if (!entry) return
     entry.count -= 1

@@ -52,7 +52,7 @@ export class Limits {
     await Promise.all(keys.map((key) => this.release(key)))
   }
 
-  private async safely<T>(what: string, fn: () => T | Promise<T>): Promise<T | undefined> {
+  private async safely<T>(what: string, fn: () => Promise<T>): Promise<T | undefined> {
     try {
       return await fn()
     } catch (err) {

@@ -27,12 +27,12 @@ const COMMAND_TIMEOUT_MS = 250
 class FallbackCounter implements WindowCounter {
   constructor(private readonly shared: RedisCounter, private readonly local: MemoryCounter, private readonly usable: () => boolean) {}
 
-  hit(key: string, windowMs: number): Hit | Promise<Hit> {
+  hit(key: string, windowMs: number): Promise<Hit> {
     if (!this.usable()) return this.local.hit(key, windowMs)
     return this.shared.hit(key, windowMs).catch(() => this.local.hit(key, windowMs))
   }
 
-  release(key: string): void | Promise<void> {
+  release(key: string): Promise<void> {
     if (!this.usable()) return this.local.release(key)
     return this.shared.release(key).catch(() => this.local.release(key))
   }
