@@ -9,13 +9,12 @@ import { REQUEST_ID_HEADER } from './request-id.js'
  * dropped and the request served as the bodiless request it is.
  */
 async function headers(app: FastifyInstance): Promise<void> {
-  app.addHook('onRequest', (request, reply, done) => {
+  app.addHook('onRequest', async (request, reply) => {
     reply.header('x-content-type-options', 'nosniff')
     reply.header(REQUEST_ID_HEADER, request.id)
     const headers = request.headers
     if (headers['content-type'] !== undefined && headers['transfer-encoding'] === undefined &&
       (headers['content-length'] === undefined || headers['content-length'] === '0')) delete headers['content-type']
-    done()
   })
 }
 

@@ -27,34 +27,32 @@ async function unreadBodies(app: FastifyInstance): Promise<void> {
   // them is read and dropped, never served. A client that keeps sending requests there is cut past MAX_DROPPED, so
   // that the unanswered requests Node holds for a connection stay few. Closing the app cuts them all at once.
   const lingering = new Map<Socket, number>()
-  app.addHook('onRequest', (request, reply, done) => {
+  app.addHook('onRequest', async (request, reply) => {
     const socket = request.raw.socket as Socket | null
     const dropped = socket === null ? undefined : lingering.get(socket)
-    if (socket === null || dropped === undefined) return done()
+    if (socket === null || dropped === undefined) return
     reply.hijack()
     request.raw.resume()
     if (dropped + 1 >= MAX_DROPPED) socket.destroy()
     else lingering.set(socket, dropped + 1)
   })
-  app.addHook('preClose', (done) => {
+  app.addHook('preClose', async () => {
     for (const socket of lingering.keys()) socket.destroy()
-    done()
   })
-  app.addHook('onSend', (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) => {
+  app.addHook('onSend', async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
     const raw = request.raw
     // `complete` is false until the last byte of the body has been parsed (an injected request has no such flag). A
     // request that declares no body has none to read, even while pipelining keeps its end from being parsed yet.
-    if (raw.complete !== false || raw.socket === null || !declaresBody(raw.headers)) return done(null, payload)
+    if (raw.complete !== false || raw.socket === null || !declaresBody(raw.headers)) return payload
     // An answer decided from the headers alone is sent from within the parser's callback, before it has read the
     // rest of the packet: once that is read, a small body is complete.
-    setImmediate(() => {
-      if (!raw.complete && raw.socket !== null) {
-        reply.header('connection', 'close')
-        reply.raw.once('finish', () => dropRest(raw))
-        lingerOnClose(raw.socket, lingering)
-      }
-      done(null, payload)
-    })
+    await new Promise((resolve) => setImmediate(resolve))
+    if (!raw.complete && raw.socket !== null) {
+      reply.header('connection', 'close')
+      reply.raw.once('finish', () => dropRest(raw))
+      lingerOnClose(raw.socket, lingering)
+    }
+    return payload
   })
 }
 

@@ -22,18 +22,16 @@ const enabled = (app: FastifyInstance, level: 'debug' | 'info') => (pino.levels.
  */
 async function accessLog(app: FastifyInstance): Promise<void> {
   if (enabled(app, 'debug')) {
-    app.addHook('onRequest', (request, _reply, done) => {
+    app.addHook('onRequest', async (request) => {
       request.log.debug({ method: request.method, url: loggedUrl(request.url) }, 'request received')
-      done()
     })
   }
   if (!enabled(app, 'info')) return
-  app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+  app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
     request.log.info({
       method: request.method, url: loggedUrl(request.url), statusCode: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10,
       client: request.client, user_id: request.caller?.id
     }, 'request')
-    done()
   })
 }
 

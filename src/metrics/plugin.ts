@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http'
 import fp from 'fastify-plugin'
-import type { FastifyInstance, onResponseHookHandler } from 'fastify'
+import type { FastifyInstance } from 'fastify'
 import { StartupError } from '../common/errors.js'
 import { Metrics } from './metrics.js'
 
@@ -28,20 +28,10 @@ async function metrics(app: FastifyInstance): Promise<void> {
     app.decorate('listenMetrics', async () => {})
     return
   }
-  // Each route's own hook, its template known when it is registered: reading it from the request
-  // (`request.routeOptions`, an object built on each read) cost more than the observation itself.
-  const timer = (route: string): onResponseHookHandler => (request, reply, done) => {
-    recorded.answered(request.method, route, reply.statusCode, reply.elapsedTime / 1000)
-    done()
-  }
-  app.addHook('onRoute', (route) => {
-    route.onResponse = [...[route.onResponse ?? []].flat(), timer(route.url)]
-  })
-  // What matches no route is timed as one series, `unmatched`, not one per URL.
-  const unmatched = timer('unmatched')
-  app.addHook('onResponse', (request, reply, done) => {
-    if (request.is404) unmatched.call(app, request, reply, done)
-    else done()
+  // Labelled by the route template; what matches no route is one series, `unmatched`, not one per URL.
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.is404 ? undefined : request.routeOptions.url
+    recorded.answered(request.method, route ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000)
   })
   const server = createServer((req, res) => {
     if (req.method !== 'GET' || (req.url ?? '/').split('?')[0] !== '/metrics') {
