@@ -8,6 +8,7 @@ import fp from 'fastify-plugin'
  * one spelling per client. IPv6 is written canonically (`2001:DB8::1`, `2001:0db8:0:0::1` and `[2001:db8::1]` are
  * one client), an IPv4-mapped IPv6 address is its IPv4 address, and IPv6 addresses are grouped by their first
  * `v6PrefixBits` bits (a /64 by default: one subscriber's network, whose addresses a client can change at will).
+ * A port after the address (`203.0.113.9:1234`, `[2001:db8::1]:443`) is dropped.
  * Anything that is not an IP address (a test's fake peer) is its own key; no address at all (the client is gone,
  * and its socket with it) is `unknown`.
  */
@@ -21,7 +22,13 @@ export function clientKey(address: string | undefined, v6PrefixBits: number): st
   // An IPv4 address isIP accepts is written canonically already (four decimals, no leading zeros): the common case,
   // and the access line's, for about a tenth of the cost of parsing it.
   if (family === 4) return text
-  if (family === 0) return text.toLowerCase()
+  if (family === 0) {
+    // An IPv4 address with a port, as some proxies forward it (IPv6 with a port comes bracketed, and is unwrapped
+    // above): the port is not the client, or a proxy that appends one would hand each request a budget of its own.
+    const colon = text.indexOf(':')
+    if (colon > 0 && colon === text.lastIndexOf(':') && isIP(text.slice(0, colon)) === 4) return text.slice(0, colon)
+    return text.toLowerCase()
+  }
   const parsed = ipaddr.process(text)
   if (parsed.kind() === 'ipv4') return parsed.toString()
   const bytes = parsed.toByteArray()
