@@ -112,11 +112,6 @@ export interface WebhooksTable {
   /** 1 or 0. */
   enabled: number
   description: string
-  /** `whsec_…`: signs every delivery. */
-  secret: string
-  /** The secret before the last rotation, still signing beside the new one until `previous_secret_until`. */
-  previous_secret: string | null
-  previous_secret_until: number | null
   disabled_reason: string | null
   /** Since when every delivery attempt has failed; null after a success. */
   failing_since: number | null
@@ -125,6 +120,16 @@ export interface WebhooksTable {
   lease_until: number | null
   created_at: number
   updated_at: number
+}
+
+/** A webhook's signing secret (`whsec_…`): every one not yet expired signs each delivery. */
+export interface WebhookSecretsTable {
+  id: Generated<number>
+  webhook_id: number
+  secret: string
+  created_at: number
+  /** When it stops signing: null while it is current, then the overlap after the rotation that replaced it. */
+  expires_at: number | null
 }
 
 export interface TokensTable {
@@ -220,6 +225,7 @@ export interface Database {
   email_reverts: EmailRevertsTable
   outbox: OutboxTable
   webhooks: WebhooksTable
+  webhook_secrets: WebhookSecretsTable
   idempotency_keys: IdempotencyKeysTable
   app_secrets: AppSecretsTable
   events: EventsTable

@@ -9,6 +9,7 @@ import * as m0007 from './0007_outbox_and_webhooks.js'
 import * as m0008 from './0008_email_codes.js'
 import * as m0009 from './0009_email_reverts.js'
 import * as m0010 from './0010_expiry_indexes.js'
+import * as m0011 from './0011_webhook_secrets.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
@@ -21,7 +22,8 @@ export const migrations: Record<string, Migration> = {
   '0007_outbox_and_webhooks': m0007,
   '0008_email_codes': m0008,
   '0009_email_reverts': m0009,
-  '0010_expiry_indexes': m0010
+  '0010_expiry_indexes': m0010,
+  '0011_webhook_secrets': m0011
 }
 
 export const migrationProvider: MigrationProvider = {

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import type { Db } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
-import type { Kind, Lane } from '../outbox/kind.js'
+import { DeliveryFailure, type Kind, type Lane } from '../outbox/kind.js'
 import { claimRows, dueIds, type OutboxRow } from '../outbox/repository.js'
-import type { Poster } from './poster.js'
-import { dueWebhooks, findWebhook, leaseWebhook, noteFailure, noteSuccess, releaseWebhook, type WebhookRow } from './repository.js'
+import type { Poster, WebhookLog } from './poster.js'
+import { dueWebhooks, findWebhook, leaseWebhook, liveSecrets, noteFailure, noteSuccess, releaseWebhook, type WebhookRow } from './repository.js'
 import { signedHeaders } from './signing.js'
 
 export interface WebhookDeliveryOptions {
@@ -19,10 +19,6 @@ export interface WebhookDeliveryOptions {
 
 /** Deliveries one run sends to a webhook, one after another, before it lets the webhook go. */
 const LANE_SIZE = 20
-
-export interface WebhookLog {
-  warn(details: object, message: string): void
-}
 
 /**
  * Webhook deliveries as a kind of the outbox. A run first leases the webhook itself (one instance, one request in
@@ -76,8 +72,9 @@ export class WebhookKind implements Kind<WebhookRow> {
   async send(row: OutboxRow, lane: Lane<WebhookRow>): Promise<number> {
     const webhook = lane.context
     const now = Date.now()
-    const secrets = [webhook.secret]
-    if (webhook.previous_secret && (webhook.previous_secret_until ?? 0) > now) secrets.push(webhook.previous_secret)
+    const secrets = await liveSecrets(this.db, webhook.id, now)
+    // A webhook always has a current secret; none means it was deleted since the lane last looked.
+    if (secrets.length === 0) throw new DeliveryFailure('the webhook has no secret', false)
     return this.poster.post(new URL(webhook.url), row.data, signedHeaders(secrets, row.event_id ?? '', new Date(now), row.data))
   }
 

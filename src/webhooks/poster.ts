@@ -8,11 +8,21 @@ import { hostOf, RefusedDestination, resolvePublic, type DestinationRules, type 
 /** Of a receiver's answer, at most this much is read: its status is what counts. */
 const MAX_ANSWER_BYTES = 4096
 
+/** Where webhook deliveries log what only operators may read: the addresses behind names, the errors as they came. */
+export interface WebhookLog {
+  warn(details: object, message: string): void
+  debug(details: object, message: string): void
+}
+
 export interface PosterOptions {
   timeoutMs: number
   rules: DestinationRules
   resolve: Resolver
+  log: WebhookLog
 }
+
+/** A request that got no answer in time: its message is the delivery's record as it is. */
+class NoAnswer extends Error {}
 
 /** A lookup that answers with the address checked before connecting, so that the connection goes where the check said. */
 function pinned(to: Resolved): LookupFunction {
@@ -41,8 +51,9 @@ export class Poster {
     try {
       to = (await resolvePublic(hostOf(url), this.options.rules, this.options.resolve))[0]!
     } catch (err) {
-      if (err instanceof RefusedDestination) throw new DeliveryFailure(`the URL's host ${err.message}`, false)
-      throw err
+      if (!(err instanceof RefusedDestination)) throw err
+      this.options.log.warn({ host: url.hostname, detail: err.detail }, `webhook: not sent: the URL ${err.message}`)
+      throw new DeliveryFailure(`the URL ${err.message}`, false)
     }
     const status = await inSpan('POST', {
       'http.request.method': 'POST', 'server.address': url.hostname, 'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80))
@@ -65,10 +76,13 @@ export class Poster {
         lookup: pinned(to),
         headers: { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'user-agent': 'Roster-Webhooks/1' }
       })
-      const timer = setTimeout(() => request.destroy(new Error(`no answer within ${this.options.timeoutMs} ms`)), this.options.timeoutMs)
-      const fail = (err: Error) => {
+      const timer = setTimeout(() => request.destroy(new NoAnswer(`no answer within ${this.options.timeoutMs} ms`)), this.options.timeoutMs)
+      const fail = (err: NodeJS.ErrnoException) => {
         clearTimeout(timer)
-        reject(new DeliveryFailure(err.message.slice(0, 300), false))
+        if (err instanceof NoAnswer) return reject(new DeliveryFailure(err.message, false))
+        // Node's own message names the address connected to, which an admin reading the delivery must not learn.
+        this.options.log.debug({ host: url.hostname, detail: err.message }, 'webhook: the exchange failed')
+        reject(new DeliveryFailure(err.code ? `the exchange failed (${err.code})` : 'the exchange failed', false))
       }
       request.on('error', fail)
       request.on('response', (response) => {

@@ -2,6 +2,7 @@ import type { Insertable, Selectable, Updateable } from 'kysely'
 import type { WebhooksTable } from '../../db/types.js'
 import type { DeliveryStatus } from '../../schemas/webhook.js'
 import type { Db, Trx } from '../database/index.js'
+import { locksRows } from '../database/transaction.js'
 
 export type WebhookRow = Selectable<WebhooksTable>
 
@@ -26,7 +27,7 @@ const DELIVERY_COLUMNS = [
 
 const STATE_OF: Record<DeliveryStatus, DeliveryRow['state']> = { pending: 'pending', delivered: 'sent', failed: 'failed' }
 
-export async function insertWebhook(db: Db, values: Insertable<WebhooksTable>): Promise<number> {
+export async function insertWebhook(db: Db | Trx, values: Insertable<WebhooksTable>): Promise<number> {
   const result = await db.insertInto('webhooks').values(values).executeTakeFirstOrThrow()
   return Number(result.insertId)
 }
@@ -40,12 +41,48 @@ export function listWebhooks(db: Db, afterId: number, limit: number): Promise<We
 }
 
 /** Changes a webhook; whether there was one. */
-export async function updateWebhook(db: Db, id: number, changes: Updateable<WebhooksTable>): Promise<boolean> {
+export async function updateWebhook(db: Db | Trx, id: number, changes: Updateable<WebhooksTable>): Promise<boolean> {
   const result = await db.updateTable('webhooks').set(changes).where('id', '=', id).executeTakeFirst()
   return result.numUpdatedRows > 0n
 }
 
-/** Deletes a webhook and every delivery to it, waiting or done: nothing more is sent to it. Whether there was one. */
+/**
+ * Locks a webhook's row for the rest of the transaction (MySQL; SQLite's writers take turns by themselves): its
+ * secrets' rotations take it first, so that they follow one another. Whether there is one.
+ */
+export async function lockWebhook(trx: Trx, id: number): Promise<boolean> {
+  let q = trx.selectFrom('webhooks').select('id').where('id', '=', id)
+  if (locksRows(trx)) q = q.forUpdate()
+  return (await q.executeTakeFirst()) !== undefined
+}
+
+/** Adds a webhook's current secret, beside any others it has. */
+export async function insertSecret(db: Db | Trx, webhookId: number, secret: string, now: number): Promise<void> {
+  await db.insertInto('webhook_secrets').values({ webhook_id: webhookId, secret, created_at: now, expires_at: null }).execute()
+}
+
+/** Gives a webhook's current secrets (one, unless rows were written by hand) their end: they are current no more. */
+export async function retireSecrets(trx: Trx, webhookId: number, expiresAt: number): Promise<void> {
+  await trx.updateTable('webhook_secrets').set({ expires_at: expiresAt }).where('webhook_id', '=', webhookId).where('expires_at', 'is', null).execute()
+}
+
+/** The secrets that sign a webhook's deliveries at `now`: the current one first, then the newest former ones. */
+export async function liveSecrets(db: Db, webhookId: number, now: number): Promise<string[]> {
+  const rows = await db.selectFrom('webhook_secrets').select('secret').where('webhook_id', '=', webhookId)
+    .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', now)]))
+    .orderBy('id', 'desc').execute()
+  return rows.map((r) => r.secret)
+}
+
+/** Deletes the secrets whose overlap has ended: they sign nothing more, and a secret not kept cannot leak. */
+export async function purgeExpiredSecrets(db: Db, now: number): Promise<void> {
+  await db.deleteFrom('webhook_secrets').where('expires_at', '<=', now).execute()
+}
+
+/**
+ * Deletes a webhook and every delivery to it, waiting or done: nothing more is sent to it. Its secrets go with its
+ * row (the foreign key), locked after it as a rotation locks them. Whether there was one.
+ */
 export async function deleteWebhook(trx: Trx, id: number): Promise<boolean> {
   await trx.deleteFrom('outbox').where('kind', '=', 'webhook').where('webhook_id', '=', id).execute()
   const result = await trx.deleteFrom('webhooks').where('id', '=', id).executeTakeFirst()

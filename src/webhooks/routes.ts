@@ -114,7 +114,7 @@ const webhookWrites: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'admin' },
     schema: {
       operationId: 'rotateWebhookSecret', tags, summary: 'Rotate a webhook\'s signing secret',
-      description: 'A new secret, shown this once. For WEBHOOK_SECRET_OVERLAP_SECONDS every delivery is signed with both, so the receiver can switch without refusing a delivery.',
+      description: 'A new secret, shown this once. The secret it replaces keeps signing beside it for WEBHOOK_SECRET_OVERLAP_SECONDS from this rotation, so the receiver can switch without refusing a delivery; every secret a rotation answered keeps its own overlap, however many rotations follow it or run beside it.',
       params: WebhookParams, response: { 201: ref(WebhookSecret), ...problems(400, 401, [404, 'WEBHOOK_NOT_FOUND']) }
     }
   }, async (request, reply) => {

@@ -5,15 +5,15 @@ import { inTransaction } from '../database/transaction.js'
 import { typesOf } from '../events/types.js'
 import { checkUrl, hostOf, RefusedDestination, resolvePublic, type DestinationRules, type Resolver } from './destination.js'
 import {
-  deleteWebhook, findDelivery, findWebhook, insertWebhook, listDeliveries, listWebhooks, retryDelivery, updateWebhook,
-  type DeliveryRow, type WebhookRow
+  deleteWebhook, findDelivery, findWebhook, insertSecret, insertWebhook, listDeliveries, listWebhooks, lockWebhook, retireSecrets,
+  retryDelivery, updateWebhook, type DeliveryRow, type WebhookRow
 } from './repository.js'
 import { newSecret } from './signing.js'
 
 export interface WebhooksOptions {
   rules: DestinationRules
   resolve: Resolver
-  /** After a rotation, the former secret keeps signing this long (WEBHOOK_SECRET_OVERLAP_SECONDS). */
+  /** After a rotation, the secret it replaced keeps signing this long (WEBHOOK_SECRET_OVERLAP_SECONDS). */
   secretOverlapMs: number
   /** A retried delivery is due now: the outbox is told. */
   wake: () => void
@@ -52,10 +52,13 @@ export class WebhooksService {
     const url = await this.destination(input.url)
     const now = Date.now()
     const secret = newSecret()
-    const id = await insertWebhook(this.db, {
-      url, events, enabled: input.enabled === false ? 0 : 1, description: input.description ?? '', secret,
-      previous_secret: null, previous_secret_until: null, disabled_reason: null, failing_since: null, lease: null, lease_until: null,
-      created_at: now, updated_at: now
+    const id = await inTransaction(this.db, async (trx) => {
+      const inserted = await insertWebhook(trx, {
+        url, events, enabled: input.enabled === false ? 0 : 1, description: input.description ?? '',
+        disabled_reason: null, failing_since: null, lease: null, lease_until: null, created_at: now, updated_at: now
+      })
+      await insertSecret(trx, inserted, secret, now)
+      return inserted
     })
     return { row: await this.get(id), secret }
   }
@@ -84,12 +87,20 @@ export class WebhooksService {
     if (!(await inTransaction(this.db, (trx) => deleteWebhook(trx, id)))) throw webhookNotFound(id)
   }
 
-  /** A new secret; the current one keeps signing beside it for the overlap, so receivers can switch without a gap. */
+  /**
+   * A new secret; the current one keeps signing beside it for the overlap from now, so receivers can switch without
+   * a gap. Rotations of one webhook take its lock and follow one another: each answered secret is current until the
+   * next one retires it, and then signs for its own overlap, however many rotations come after it or beside it.
+   */
   async rotateSecret(id: number): Promise<string> {
-    const current = await this.get(id)
     const secret = newSecret()
-    const now = Date.now()
-    await updateWebhook(this.db, id, { secret, previous_secret: current.secret, previous_secret_until: now + this.options.secretOverlapMs, updated_at: now })
+    await inTransaction(this.db, async (trx) => {
+      if (!(await lockWebhook(trx, id))) throw webhookNotFound(id)
+      const now = Date.now()
+      await retireSecrets(trx, id, now + this.options.secretOverlapMs)
+      await insertSecret(trx, id, secret, now)
+      await updateWebhook(trx, id, { updated_at: now })
+    })
     return secret
   }
 

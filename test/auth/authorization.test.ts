@@ -78,9 +78,10 @@ async function snapshot(app: App) {
   const mails = await app.db.selectFrom('outbox').select(['id']).orderBy('id').execute()
   const emailTokens = await app.db.selectFrom('email_tokens').select(['id']).orderBy('id').execute()
   const events = await app.db.selectFrom('events').select(['id']).orderBy('id').execute()
-  const webhooks = await app.db.selectFrom('webhooks').select(['id', 'url', 'events', 'enabled', 'secret']).orderBy('id').execute()
+  const webhooks = await app.db.selectFrom('webhooks').select(['id', 'url', 'events', 'enabled']).orderBy('id').execute()
+  const webhookSecrets = await app.db.selectFrom('webhook_secrets').select(['id', 'secret', 'expires_at']).orderBy('id').execute()
   const deliveries = await app.db.selectFrom('outbox').select(['id', 'state', 'next_attempt_at']).where('kind', '=', 'webhook').orderBy('id').execute()
-  return JSON.stringify({ users, emails, tokens, sessions, mails, emailTokens, events, webhooks, deliveries })
+  return JSON.stringify({ users, emails, tokens, sessions, mails, emailTokens, events, webhooks, webhookSecrets, deliveries })
 }
 
 async function fixture(app: App): Promise<Fixture> {
@@ -90,11 +91,11 @@ async function fixture(app: App): Promise<Fixture> {
   // A disabled webhook with one delivery, put in place directly: nothing is ever sent to it.
   const now = Date.now()
   const webhook = await app.db.insertInto('webhooks').values({
-    url: 'https://93.184.216.34/hook', events: '["user.*"]', enabled: 0, description: '', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
-    previous_secret: null, previous_secret_until: null, disabled_reason: null, failing_since: null, lease: null, lease_until: null,
-    created_at: now, updated_at: now
+    url: 'https://93.184.216.34/hook', events: '["user.*"]', enabled: 0, description: '',
+    disabled_reason: null, failing_since: null, lease: null, lease_until: null, created_at: now, updated_at: now
   }).executeTakeFirstOrThrow()
   const webhookId = Number(webhook.insertId)
+  await app.db.insertInto('webhook_secrets').values({ webhook_id: webhookId, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', created_at: now, expires_at: null }).execute()
   const delivery = await app.db.insertInto('outbox').values({
     kind: 'webhook', template: 'user.created', recipient: '', data: '{}', state: 'sent', attempts: 1, created_at: now, next_attempt_at: now,
     claim: null, sent_at: now, last_error: null, webhook_id: webhookId, event_id: 'evt_01JD0000000000000000000000',

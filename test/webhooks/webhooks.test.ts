@@ -1,7 +1,10 @@
+import { Migrator, sql } from 'kysely'
 import t from 'tap'
+import { migrationProvider } from '../../db/migrations/index.js'
 import type { App } from '../../src/app.js'
+import { createDatabase } from '../../src/database/index.js'
 import type { Resolved } from '../../src/webhooks/destination.js'
-import { adminUser, assertProblem, build, newUser, sharedDatabase, type BuildOptions, type TestUser } from '../helpers.js'
+import { adminUser, assertProblem, build, freePort, freshDatabase, newUser, sharedDatabase, type BuildOptions, type TestUser } from '../helpers.js'
 import { TestSmtp } from '../mail/smtp.js'
 import { Receiver, until } from './receiver.js'
 
@@ -11,7 +14,10 @@ function resolver() {
   const resolve = async (name: string): Promise<Resolved[]> => {
     if (name === 'hooks.example') return [{ address: '93.184.216.34', family: 4 }]
     if (name === 'rebind.example') return [{ address: rebound ? '127.0.0.1' : '93.184.216.34', family: 4 }]
-    throw Object.assign(new Error('not found'), { code: 'ENOTFOUND' })
+    if (name === 'internal.example') return [{ address: '93.184.216.34', family: 4 }, { address: '10.20.30.40', family: 4 }]
+    if (name === 'metadata.example') return [{ address: '::a9fe:a9fe', family: 6 }]
+    if (name === 'closed.example') return [{ address: '127.0.0.1', family: 4 }]
+    throw Object.assign(new Error('getaddrinfo ENOTFOUND resolver-said-this'), { code: 'ENOTFOUND' })
   }
   return { resolve, rebind: () => { rebound = true } }
 }
@@ -76,11 +82,11 @@ t.test('webhooks are managed by admins; bad URLs and unknown event types are ref
   }
   await refused('http://hooks.example/x', /https/)
   await refused('ftp://hooks.example/x', /https/)
-  await refused('https://127.0.0.1/x', /not a public address/)
-  await refused('https://[::1]/x', /not a public address/)
-  await refused('https://169.254.169.254/latest', /not a public address/)
-  await refused('https://10.0.0.8/x', /not a public address/)
-  await refused('https://[::ffff:192.168.1.1]/x', /not a public address/)
+  await refused('https://127.0.0.1/x', /not public/)
+  await refused('https://[::1]/x', /not public/)
+  await refused('https://169.254.169.254/latest', /not public/)
+  await refused('https://10.0.0.8/x', /not public/)
+  await refused('https://[::ffff:192.168.1.1]/x', /not public/)
   await refused('https://nowhere.example/x', /does not resolve/)
   await refused('https://user:pw@hooks.example/x', /credentials/)
   await refused('not a url at all', /not a URL/)
@@ -102,6 +108,55 @@ t.test('webhooks are managed by admins; bad URLs and unknown event types are ref
   assertProblem(t, await app.inject({ url: `/webhooks/${hook.id}/deliveries/999`, headers: admin.headers }), 404, 'DELIVERY_NOT_FOUND')
   t.equal((await app.inject({ method: 'DELETE', url: `/webhooks/${hook.id}`, headers: admin.headers })).statusCode, 204)
   assertProblem(t, await app.inject({ url: `/webhooks/${hook.id}`, headers: admin.headers }), 404, 'WEBHOOK_NOT_FOUND')
+})
+
+t.test('an IPv6 address that embeds IPv4 is judged by the IPv4 it embeds', async (t) => {
+  const { resolve } = resolver()
+  const app = await build(t, { webhooks: { resolve } })
+  const admin = await adminUser(app)
+  const create = (url: string) => app.inject({ method: 'POST', url: '/webhooks', headers: admin.headers, payload: { url, events: ['user.*'] } })
+  const embeddings = [
+    '[::127.0.0.1]', '[::169.254.169.254]', '[::10.0.0.1]', '[::]', // IPv4-compatible
+    '[::ffff:127.0.0.1]', '[::ffff:a9fe:a9fe]', // mapped
+    '[64:ff9b::127.0.0.1]', '[64:ff9b::10.0.0.1]', '[64:ff9b::a9fe:a9fe]', // NAT64, well-known prefix
+    '[64:ff9b:1::192.168.0.1]', '[64:ff9b:1:a00:0:100::]', // NAT64, local prefix: IPv4 after 96 bits, after 48
+    '[2002:7f00:1::1]', '[2002:a9fe:a9fe::]', '[2002:a00:1:1::1]', // 6to4
+    '[2001:0:4136:e378:8000:63bf:f5ff:fffe]', // Teredo: the client (inverted) is 10.0.0.1
+    '[2001:0:a00:1:8000:63bf:a247:27dd]' // Teredo: the server is 10.0.0.1
+  ]
+  for (const host of embeddings) {
+    const res = await create(`https://${host}/hook`)
+    assertProblem(t, res, 400, 'INVALID_WEBHOOK_URL', host)
+    t.match(res.json().detail, /not public/, `${host}: not public`)
+  }
+  // Public IPv4 behind each embedding: a public destination.
+  for (const host of ['[::ffff:93.184.216.34]', '[64:ff9b::93.184.216.34]', '[2002:5db8:d822::1]', '[2001:0:4136:e378:8000:63bf:a247:27dd]']) {
+    t.equal((await create(`https://${host}/hook`)).statusCode, 201, `${host}: public`)
+  }
+  const hook = await createWebhook(app, admin, { url: 'https://hooks.example/x', events: ['user.*'] })
+  const put = await app.inject({ method: 'PUT', url: `/webhooks/${hook.id}`, headers: admin.headers, payload: { url: 'https://[::10.0.0.1]/x', events: ['user.*'], enabled: true } })
+  assertProblem(t, put, 400, 'INVALID_WEBHOOK_URL', 'and on PUT')
+})
+
+t.test('a refusal names neither the address a name resolved to nor the resolver\'s error', async (t) => {
+  const { resolve } = resolver()
+  const app = await build(t, { webhooks: { resolve } })
+  const admin = await adminUser(app)
+  const cases: Array<[string, RegExp, RegExp]> = [
+    ['https://internal.example/x', /not public/, /10\.20\.30\.40|93\.184/],
+    ['https://metadata.example/x', /not public/, /a9fe|169\.254/],
+    ['https://nowhere.example/x', /does not resolve/, /ENOTFOUND|resolver-said-this/]
+  ]
+  const hook = await createWebhook(app, admin, { url: 'https://hooks.example/x', events: ['user.*'] })
+  for (const [url, says, never] of cases) {
+    const created = await app.inject({ method: 'POST', url: '/webhooks', headers: admin.headers, payload: { url, events: ['user.*'] } })
+    const put = await app.inject({ method: 'PUT', url: `/webhooks/${hook.id}`, headers: admin.headers, payload: { url, events: ['user.*'], enabled: true } })
+    for (const [how, res] of [['create', created], ['PUT', put]] as const) {
+      assertProblem(t, res, 400, 'INVALID_WEBHOOK_URL', `${how} ${url}`)
+      t.match(res.json().detail, says, `${how} ${url}: says why`)
+      t.notMatch(res.body, never, `${how} ${url}: names nothing behind the name`)
+    }
+  }
 })
 
 t.test('every event is delivered, signed per Standard Webhooks, in feed order, one request in flight per webhook', async (t) => {
@@ -242,30 +297,137 @@ t.test('a host that resolves to a private address at send time is not connected 
   const hook = await createWebhook(app, admin, { url: `http://rebind.example:${receiver.port}/hook`, events: ['user.created'] })
   rebind()
   await newUser(app)
-  await until('the attempt failed at the check', async () => /not a public address/.test((await deliveries(app, admin, hook.id))[0]?.last_error ?? ''))
-  t.match((await deliveries(app, admin, hook.id))[0], { status: 'pending', last_status_code: null })
+  await until('the attempt failed at the check', async () => /not public/.test((await deliveries(app, admin, hook.id))[0]?.last_error ?? ''))
+  const [record] = await deliveries(app, admin, hook.id)
+  t.match(record, { status: 'pending', last_status_code: null })
+  t.notMatch(record!.last_error, /127\.0\.0\.1/, 'the record does not name the address the name resolved to')
   t.equal(receiver.received.length, 0, 'nothing reached the address behind the name')
 })
 
-t.test('a rotated secret signs beside the former one during the overlap', async (t) => {
+t.test('a failed exchange is recorded without the address the name resolved to', async (t) => {
+  const { resolve } = resolver()
+  const port = await freePort()
+  const app = await build(t, { ...FAST, env: LOCAL, webhooks: { ...FAST.webhooks, resolve } })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: `http://closed.example:${port}/hook`, events: ['user.created'] })
+  await newUser(app)
+  await until('the attempt failed', async () => ((await deliveries(app, admin, hook.id))[0]?.attempts ?? 0) >= 1)
+  const [record] = await deliveries(app, admin, hook.id)
+  t.match(record!.last_error, /exchange failed/)
+  t.notMatch(record!.last_error, /127\.0\.0\.1/, 'the address behind the name is not in the record')
+})
+
+t.test('the migration moves each webhook\'s secrets to rows of their own, the former one only while it still signs', async (t) => {
+  const { url, drop } = await freshDatabase()
+  const { db } = createDatabase({ url })
+  t.teardown(async () => {
+    await db.destroy()
+    await drop()
+  })
+  const migrator = new Migrator({ db, provider: migrationProvider })
+  const ran = async (step: Promise<{ error?: unknown }>) => t.equal((await step).error, undefined)
+  await ran(migrator.migrateTo('0010_expiry_indexes'))
+  const now = Date.now()
+  for (const [previous, until] of [['whsec_former', now + 60_000], ['whsec_over', now - 1], [null, null]] as const) {
+    await sql`insert into webhooks (url, events, enabled, description, secret, previous_secret, previous_secret_until, created_at, updated_at)
+      values ('https://93.184.216.34/', '["user.*"]', 1, '', ${`whsec_current_${String(previous)}`}, ${previous}, ${until}, ${now}, ${now})`.execute(db)
+  }
+  await ran(migrator.migrateTo('0011_webhook_secrets'))
+  const rows = await db.selectFrom('webhook_secrets').select(['webhook_id', 'secret', 'expires_at']).orderBy('webhook_id').orderBy('id').execute()
+  t.same(rows.map((r) => [r.webhook_id, r.secret, r.expires_at]), [
+    [1, 'whsec_former', now + 60_000], [1, 'whsec_current_whsec_former', null],
+    [2, 'whsec_current_whsec_over', null],
+    [3, 'whsec_current_null', null]
+  ])
+  await ran(migrator.migrateTo('0010_expiry_indexes'))
+  const back = await sql<{ secret: string; previous_secret: string | null }>`select secret, previous_secret from webhooks order by id`.execute(db)
+  t.same(back.rows.map((r) => [r.secret, r.previous_secret]), [
+    ['whsec_current_whsec_former', 'whsec_former'], ['whsec_current_whsec_over', null], ['whsec_current_null', null]
+  ], 'and back')
+})
+
+/** Rotates a webhook's secret: the new secret. */
+async function rotate(app: App, admin: TestUser, id: number): Promise<string> {
+  const res = await app.inject({ method: 'POST', url: `/webhooks/${id}/secret`, headers: admin.headers })
+  if (res.statusCode !== 201) throw new Error(`rotation: ${res.statusCode} ${res.body}`)
+  return res.json<{ secret: string }>().secret
+}
+
+/** Signs a user up and waits for the delivery of its user.created: the one the receiver got. */
+async function nextDelivery(app: App, receiver: Receiver) {
+  const before = receiver.received.length
+  await newUser(app)
+  await until('a delivery', () => receiver.received.length > before)
+  return receiver.received[before]!
+}
+
+t.test('a rotated secret signs beside the former one during the overlap, and alone after it', async (t) => {
   const receiver = await Receiver.start(t)
   const app = await build(t, { ...FAST, env: LOCAL })
   const admin = await adminUser(app)
   const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created'] })
-  const rotated = await app.inject({ method: 'POST', url: `/webhooks/${hook.id}/secret`, headers: admin.headers })
-  t.equal(rotated.statusCode, 201)
-  const secret: string = rotated.json().secret
+  const secret = await rotate(app, admin, hook.id)
   t.not(secret, hook.secret)
   receiver.secrets = [hook.secret, secret]
-  await newUser(app)
-  await until('a delivery', () => receiver.received.length === 1)
-  t.same(receiver.received[0]!.verified, [true, true], 'verified with the former secret and with the new one')
-  t.equal(receiver.received[0]!.signature.split(' ').length, 2)
+  const first = await nextDelivery(app, receiver)
+  t.same(first.verified, [true, true], 'verified with the former secret and with the new one')
+  t.equal(first.signature.split(' ').length, 2)
   // Past the overlap only the new secret signs.
-  await app.db.updateTable('webhooks').set({ previous_secret_until: Date.now() - 1 }).where('id', '=', hook.id).execute()
-  await newUser(app)
-  await until('a second delivery', () => receiver.received.length === 2)
-  t.same(receiver.received[1]!.verified, [false, true])
+  await app.db.updateTable('webhook_secrets').set({ expires_at: Date.now() - 1 }).where('secret', '=', hook.secret).execute()
+  t.same((await nextDelivery(app, receiver)).verified, [false, true])
+})
+
+t.test('parallel rotations: every secret answered signs, and so does the one before them', async (t) => {
+  const receiver = await Receiver.start(t)
+  const app = await build(t, { ...FAST, env: LOCAL })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created'] })
+  const answers = await Promise.all([1, 2, 3, 4].map(() => app.inject({ method: 'POST', url: `/webhooks/${hook.id}/secret`, headers: admin.headers })))
+  t.same(answers.map((a) => a.statusCode), [201, 201, 201, 201])
+  const secrets = answers.map((a) => a.json<{ secret: string }>().secret)
+  t.equal(new Set(secrets).size, 4, 'four secrets')
+  receiver.secrets = [hook.secret, ...secrets]
+  const delivered = await nextDelivery(app, receiver)
+  t.same(delivered.verified, [true, true, true, true, true], 'the secret before the rotations and each of the four verify the delivery')
+  t.equal(delivered.signature.split(' ').length, 5, 'one signature per live secret')
+  const rows = await app.db.selectFrom('webhook_secrets').select(['secret', 'expires_at']).where('webhook_id', '=', hook.id).execute()
+  t.equal(rows.filter((r) => r.expires_at === null).length, 1, 'one secret is current')
+})
+
+t.test('two quick rotations: the first secret keeps its own overlap beside the second', async (t) => {
+  const receiver = await Receiver.start(t)
+  const app = await build(t, { ...FAST, env: { ...LOCAL, WEBHOOK_SECRET_OVERLAP_SECONDS: '3600' } })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: receiver.url, events: ['user.created'] })
+  const first = await rotate(app, admin, hook.id)
+  const firstAt = Date.now()
+  await new Promise((r) => setTimeout(r, 50))
+  const second = await rotate(app, admin, hook.id)
+  const secondAt = Date.now()
+  receiver.secrets = [hook.secret, first, second]
+  t.same((await nextDelivery(app, receiver)).verified, [true, true, true], 'the original, the first and the second all sign')
+  const expiryOf = async (secret: string) => (await app.db.selectFrom('webhook_secrets').select('expires_at').where('secret', '=', secret).executeTakeFirstOrThrow()).expires_at
+  const original = await expiryOf(hook.secret)
+  const replaced = await expiryOf(first)
+  t.ok(original !== null && original <= firstAt + 3_600_000 && original > firstAt + 3_600_000 - 5_000, 'the original signs for the overlap after the first rotation')
+  t.ok(replaced !== null && replaced <= secondAt + 3_600_000 && replaced > original!, 'the first signs for the overlap after the second')
+  t.equal(await expiryOf(second), null, 'the second is current')
+  // The original's overlap ends on its own: the first still signs.
+  await app.db.updateTable('webhook_secrets').set({ expires_at: Date.now() - 1 }).where('secret', '=', hook.secret).execute()
+  t.same((await nextDelivery(app, receiver)).verified, [false, true, true])
+})
+
+t.test('secrets past their overlap are purged; a deleted webhook takes its secrets with it', async (t) => {
+  const app = await build(t, { env: { ...LOCAL, PURGE_INTERVAL_SECONDS: '1' } })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: 'https://93.184.216.34/hook', events: ['user.created'] })
+  await rotate(app, admin, hook.id)
+  await app.db.updateTable('webhook_secrets').set({ expires_at: Date.now() - 1 }).where('secret', '=', hook.secret).execute()
+  const secrets = () => app.db.selectFrom('webhook_secrets').select('secret').where('webhook_id', '=', hook.id).execute()
+  await until('the expired secret purged', async () => (await secrets()).length === 1, 5_000)
+  assertProblem(t, await app.inject({ method: 'POST', url: '/webhooks/9999/secret', headers: admin.headers }), 404, 'WEBHOOK_NOT_FOUND')
+  t.equal((await app.inject({ method: 'DELETE', url: `/webhooks/${hook.id}`, headers: admin.headers })).statusCode, 204)
+  t.same(await secrets(), [])
 })
 
 t.test('a webhook failing long enough is disabled; re-enabled, it gets what waited; deliveries retried by hand; deleted, it gets nothing', async (t) => {
