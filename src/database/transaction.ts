@@ -14,7 +14,7 @@ const ATTEMPTS = 8
  * (tried again for up to BUSY_WAIT_MS rather than a number of attempts). The delays grow and are jittered, so that
  * writers contending for one row from several nodes spread out; a transaction that still loses is answered 503 (see
  * database/errors.ts). On MySQL the transaction is READ COMMITTED, as every connection of the pool is (see
- * READ_COMMITTED in database/index.ts).
+ * READ_COMMITTED in database/mysql.ts).
  */
 export async function inTransaction<T>(db: Db, fn: (trx: Trx) => Promise<T>): Promise<T> {
   let since: number | undefined

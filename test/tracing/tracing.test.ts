@@ -86,7 +86,7 @@ t.test('a password login sends one statement to find the user and one to lock it
   const texts = collector.spans.filter((s) => s.traceId === traceId && s.attributes['db.query.text'] !== undefined)
     .map((s) => String(s.attributes['db.query.text']).replace(/[`"]/g, ''))
   // What each statement is: its verb and first table. SQLite's `begin` is no round trip (the engine is in the process);
-  // on MySQL a transaction begins with its first statement and sends none.
+  // on MySQL it is sent, and left out here.
   const kindOf = (text: string) => {
     const verb = /^(select|insert into|update|delete from|commit)/.exec(text)?.[1] ?? text
     const table = /^(?:insert into|update|delete from) (\w+)/.exec(text)?.[1] ?? / from (\w+)/.exec(text)?.[1]
