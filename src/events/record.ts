@@ -1,4 +1,3 @@
-import { randomFillSync } from 'node:crypto'
 import { monotonicFactory } from 'ulidx'
 import type { Actor, EventType } from '../../schemas/event.js'
 import type { Trx } from '../database/index.js'
@@ -23,22 +22,7 @@ export const asActor = (cause: Cause, actor: Actor): Cause => ({ ...cause, actor
 /** A JSON object, as the presenters make them. */
 type Fields = object
 
-/**
- * ulidx draws each of a ULID's 16 random characters with a call of its own to the system's CSPRNG (a syscall-backed
- * `getRandomValues` of one byte): 128 µs an event under load. The same generator drawn from a pool of random bytes,
- * refilled 4 KiB at a time (BENCHMARKS.md, "Home-grown parts").
- */
-const randomPool = Buffer.alloc(4096)
-let drawn = randomPool.length
-function pooledRandom(): number {
-  if (drawn === randomPool.length) {
-    randomFillSync(randomPool)
-    drawn = 0
-  }
-  return randomPool[drawn++]! / 256
-}
-
-const nextUlid = monotonicFactory(pooledRandom)
+const nextUlid = monotonicFactory()
 
 /**
  * The fields of `before` whose values differ in `after`, with their values before: `previous` of an update event.
