@@ -1,7 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { availableParallelism } from 'node:os'
-import { hash, verify } from '@node-rs/argon2'
+import { hash } from '@node-rs/argon2'
 import pLimit from 'p-limit'
+import { isNativeHash, verifyPasswordHash } from './password-hashes.js'
 
 /** What one argon2id hash costs: memory in KiB and passes over it (one lane). */
 export interface HashCost {
@@ -32,13 +33,13 @@ export const NO_PASSWORD = ''
 
 /**
  * Password hashes (argon2id) at a configured cost. A stored hash names the cost it was made with, so a hash made at
- * another cost still verifies.
+ * another cost still verifies, and so does a hash made elsewhere and imported (accounts/password-hashes.ts).
  */
 export class Passwords {
   private readonly options
   private dummy: Promise<string> | undefined
 
-  constructor(cost: HashCost = OWASP_COST) {
+  constructor(private readonly cost: HashCost = OWASP_COST) {
     // algorithm 2 is Algorithm.Argon2id: a const enum, not importable here.
     this.options = { algorithm: 2, memoryCost: cost.memoryKib, timeCost: cost.passes, parallelism: 1 }
   }
@@ -48,15 +49,24 @@ export class Passwords {
   }
 
   /**
-   * Verifies a password against a stored hash, or against a fixed dummy hash when there is none (or the user has
-   * no password), so that an unknown address costs the same time as a wrong password.
+   * Verifies a password against a stored hash of any accepted form, or against a fixed dummy argon2id hash when there
+   * is none (or the user has no password), so that an unknown address costs the same time as a wrong password to a
+   * native hash (SECURITY.md says what a foreign hash's time tells).
    */
   async verify(stored: string | undefined, password: string): Promise<boolean> {
     this.dummy ??= this.hash(randomBytes(16).toString('hex'))
     const usable = stored !== undefined && stored !== NO_PASSWORD
     const target = usable ? stored : await this.dummy
-    const ok = await hashing(() => verify(target, password)).catch(() => false)
+    const ok = await hashing(() => verifyPasswordHash(target, password))
     return ok && usable
+  }
+
+  /**
+   * Whether a stored hash that just checked out is to be replaced by this one's argon2id: a foreign hash, or Roster's
+   * own at another cost.
+   */
+  needsRehash(stored: string): boolean {
+    return stored !== NO_PASSWORD && !isNativeHash(stored, this.cost)
   }
 }
 

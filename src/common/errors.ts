@@ -14,7 +14,7 @@ export class DomainError extends Error {
 
 /** The request itself is wrong: a field, a filter, a cursor, a body that cannot be read. */
 export class InvalidInput extends DomainError {
-  constructor(detail: string, readonly errors: FieldError[] = [], code: 'VALIDATION_FAILED' | 'INVALID_FILTER' | 'INVALID_CURSOR' | 'INVALID_TOKEN' | 'INVALID_WEBHOOK_URL' = 'VALIDATION_FAILED') {
+  constructor(detail: string, readonly errors: FieldError[] = [], code: 'VALIDATION_FAILED' | 'INVALID_FILTER' | 'INVALID_CURSOR' | 'INVALID_TOKEN' | 'INVALID_WEBHOOK_URL' | 'UNSUPPORTED_HASH' = 'VALIDATION_FAILED') {
     super(code, detail)
   }
 }
@@ -66,6 +66,13 @@ export class EmailUnverified extends Conflict {
 export class InvalidToken extends InvalidInput {
   constructor() {
     super('The token is invalid, used or expired', [{ path: '/token', in: 'body', message: 'is invalid, used or expired' }], 'INVALID_TOKEN')
+  }
+}
+
+/** A password hash in none of the forms Roster keeps and checks (or too costly to check): an import fails its line. */
+export class UnsupportedHash extends InvalidInput {
+  constructor(detail: string) {
+    super(`Unsupported password hash: ${detail}`, [], 'UNSUPPORTED_HASH')
   }
 }
 

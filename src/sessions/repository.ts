@@ -126,6 +126,14 @@ export function findCredentials(db: Db, address: string) {
     .executeTakeFirst()
 }
 
+/**
+ * Replaces a password hash that just checked out with Roster's own, only while it is still the one checked: a password
+ * changed meanwhile stays. The password is the same, so neither the version nor the time of the change moves.
+ */
+export async function replacePasswordHash(trx: Trx, userId: number, checked: string, replacement: string): Promise<void> {
+  await trx.updateTable('users').set({ password_hash: replacement }).where('id', '=', userId).where('password_hash', '=', checked).execute()
+}
+
 export async function deleteToken(db: Db | Trx, hash: string): Promise<void> {
   await db.deleteFrom('tokens').where('token_hash', '=', hash).execute()
 }

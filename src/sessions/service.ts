@@ -15,7 +15,7 @@ import type { LoginGuard } from '../limits/login-guard.js'
 import type { LoginResult } from '../metrics/kinds.js'
 import {
   deleteToken, findCredentials, findRefresh, findSignInAddress, insertRefresh, insertSession, insertToken, listSessions, lockCredentials,
-  lockForSession, makeRoom, refreshSpent, spendAndRenew, spendRefresh, type HeldSession, type RefreshRow, type SessionRow
+  lockForSession, makeRoom, refreshSpent, replacePasswordHash, spendAndRenew, spendRefresh, type HeldSession, type RefreshRow, type SessionRow
 } from './repository.js'
 
 export interface SessionsOptions {
@@ -94,12 +94,15 @@ export class SessionsService {
     }
     await attempt.succeeded()
     if (found.status === 'BANNED') throw banned()
+    // A hash made elsewhere (an import) or at another cost gives way to Roster's own, made before any lock is taken.
+    const rehashed = this.passwords.needsRehash(found.password_hash) ? await this.passwords.hash(password) : undefined
     const issued = await inTransaction(this.db, async (trx) => {
       // The password checked out against what was read before; the token is issued only if it still holds.
       const now = Date.now()
       const current = await lockForSession(trx, found.id)
       if (!current || current.user.password_hash !== found.password_hash) return wrongCredentials()
       if (current.user.status === 'BANNED') return banned()
+      if (rehashed !== undefined) await replacePasswordHash(trx, found.id, found.password_hash, rehashed)
       return this.startSession(trx, credentialsOf(current.user), current.sessions, client, now, cause)
     })
     if (issued instanceof Unauthenticated) throw issued
