@@ -8,7 +8,12 @@ export interface UsersTable {
   name: string
   /** Lower-cased name, indexed for case-insensitive exact and prefix search. */
   name_search: string
+  /** Argon2id, or the empty string for a user with no password (it signs in by e-mail code or a reset). */
   password_hash: string
+  /** When the password was last set after sign-up; null if never. */
+  password_set_at: number | null
+  /** The user's id in the system it was imported from (or its directory's); unique when set. */
+  external_id: string | null
   status: UserStatus
   role: UserRole
   /** Bumped by every change to the user's representation; the ETag and If-Match are built on it. */
@@ -56,6 +61,59 @@ export interface EmailTokensTable {
 }
 
 /** A revert mailed to a former primary address: it makes that address the user's verified primary again. */
+export type ImportStatus = 'pending' | 'running' | 'succeeded' | 'failed'
+export type ImportFormat = 'roster' | 'auth0' | 'firebase'
+export type ImportConflict = 'skip' | 'update'
+
+/** A file of users brought in by POST /imports, and how far its background work has come. */
+export interface ImportsTable {
+  id: Generated<number>
+  status: ImportStatus
+  /** 1 once the whole file is staged in import_lines: only then is it worked on. */
+  received: number
+  format: ImportFormat
+  /** 1 or 0. */
+  dry_run: number
+  on_conflict: ImportConflict
+  /** The format's parameters (Firebase's hash parameters), JSON; null when none. */
+  parameters: string | null
+  /** The admin who started it: the actor of the events it writes. */
+  created_by: number | null
+  request_id: string | null
+  created_at: number
+  started_at: number | null
+  finished_at: number | null
+  /** Lines staged. */
+  total_lines: Generated<number>
+  /** Lines done, in order: the next batch starts after this one. */
+  processed: Generated<number>
+  created: Generated<number>
+  updated: Generated<number>
+  skipped: Generated<number>
+  failed: Generated<number>
+  /** Why the file as a whole could not be read (status failed). */
+  detail: string | null
+  lease: string | null
+  lease_until: number | null
+}
+
+export interface ImportLinesTable {
+  import_id: number
+  /** 1-based: the line of an NDJSON file, the element of a JSON array. */
+  line: number
+  body: string
+}
+
+export interface ImportErrorsTable {
+  id: Generated<number>
+  import_id: number
+  line: number
+  code: string
+  detail: string
+  email: string | null
+  external_id: string | null
+}
+
 export interface EmailRevertsTable {
   id: Generated<number>
   user_id: number
@@ -223,6 +281,9 @@ export interface Database {
   refresh_tokens: RefreshTokensTable
   email_tokens: EmailTokensTable
   email_reverts: EmailRevertsTable
+  imports: ImportsTable
+  import_lines: ImportLinesTable
+  import_errors: ImportErrorsTable
   outbox: OutboxTable
   webhooks: WebhooksTable
   webhook_secrets: WebhookSecretsTable

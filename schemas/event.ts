@@ -9,7 +9,7 @@ import { User } from './user.js'
 export const EVENT_TYPES = [
   'user.created', 'user.updated', 'user.status_changed', 'user.role_changed', 'user.deleted',
   'email.added', 'email.changed', 'email.verified', 'email.removed', 'email.primary_changed',
-  'password.changed', 'password.reset', 'session.created', 'session.ended', 'login.failed'
+  'password.changed', 'password.reset', 'session.created', 'session.ended', 'login.failed', 'users.exported'
 ] as const
 
 export const EventType = stringEnum(EVENT_TYPES, { $id: 'EventType', description: 'What changed' })
@@ -39,7 +39,7 @@ const EVENT_ID_PATTERN = '^evt_[0-9A-HJKMNP-TV-Z]{26}$'
 export const EventId = Type.String({ pattern: EVENT_ID_PATTERN, description: 'evt_ and a ULID' })
 
 /** An event type, or a family of them (`user.*`). */
-const TypeFilter = Type.String({ pattern: '^(user|email|password|session|login)\\.([a-z_]+|\\*)$', maxLength: 40 })
+const TypeFilter = Type.String({ pattern: '^(user|users|email|password|session|login)\\.([a-z_]+|\\*)$', maxLength: 40 })
 
 export const Event = Type.Object(
   {
@@ -103,11 +103,18 @@ export const FailedLogin = Type.Object(
   { $id: 'FailedLogin', description: 'A wrong password for an existing account' }
 )
 
+/** `data` of `users.exported`: how many users, and whether their password hashes went with them. */
+export const ExportedUsers = Type.Object(
+  { count: Type.Integer({ minimum: 0 }), password_hashes: Type.Boolean() },
+  { $id: 'ExportedUsers', description: 'An export of every user' }
+)
+
 const DATA_OF: Record<EventType, TSchema> = {
   'user.created': ref(User), 'user.updated': ref(User), 'user.status_changed': ref(User), 'user.role_changed': ref(User), 'user.deleted': ref(User),
   'email.added': ref(Email), 'email.changed': ref(Email), 'email.verified': ref(Email), 'email.removed': ref(Email), 'email.primary_changed': ref(Email),
   'password.changed': ref(User), 'password.reset': ref(User),
-  'session.created': ref(Session), 'session.ended': ref(EndedSession), 'login.failed': ref(FailedLogin)
+  'session.created': ref(Session), 'session.ended': ref(EndedSession), 'login.failed': ref(FailedLogin),
+  'users.exported': ref(ExportedUsers)
 }
 
 /** The component name of an event type's schema: `user.created` → `UserCreatedEvent`. */

@@ -1,4 +1,5 @@
-import { Actor, EndedSession, Event, EventCollection, EventType, FailedLogin, TypedEvents } from './event.js'
+import { Actor, EndedSession, Event, EventCollection, EventType, ExportedUsers, FailedLogin, TypedEvents } from './event.js'
+import { Import, ImportCollection, ImportErrorCollection, ImportFormat, ImportLine, ImportLineError, ImportStatus } from './import.js'
 import { Session, SessionCollection } from './session.js'
 import {
   Delivery, DeliveryCollection, DeliveryStatus, NewWebhook, Webhook, WebhookCollection, WebhookReplacement, WebhookSecret, WebhookWithSecret
@@ -16,6 +17,7 @@ export const sharedSchemas = [
   Email, EmailCollection, NewEmail, EmailChange, PrimaryEmailValue, VerificationSent,
   EmailVerification, EmailRevert, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm, EmailCodeRequest, EmailCodeAccepted,
   Session, SessionCollection, TokenRequest, Token,
-  EventType, Actor, Event, EventCollection, EndedSession, FailedLogin, ...TypedEvents,
+  EventType, Actor, Event, EventCollection, EndedSession, FailedLogin, ExportedUsers, ...TypedEvents,
+  ImportFormat, ImportStatus, Import, ImportCollection, ImportLineError, ImportErrorCollection, ImportLine,
   Webhook, WebhookWithSecret, NewWebhook, WebhookReplacement, WebhookSecret, WebhookCollection, DeliveryStatus, Delivery, DeliveryCollection
 ]

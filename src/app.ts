@@ -34,6 +34,9 @@ import sessionRoutes from './sessions/routes.js'
 import steps from './steps.js'
 import tracing from './tracing/plugin.js'
 import firstAdmin from './users/first-admin.js'
+import exportRoutes from './exports/routes.js'
+import importWorker, { type ImportWorkerOptions } from './imports/plugin.js'
+import importRoutes from './imports/routes.js'
 import userRoutes from './users/routes.js'
 import verificationRoutes from './verification/routes.js'
 import webhookDelivery, { type WebhookPluginOptions } from './webhooks/plugin.js'
@@ -50,6 +53,8 @@ export interface BuildOptions {
   webhooks?: WebhookPluginOptions
   /** Timings of the purge of expired sessions and tokens; tests shorten them. */
   purge?: Partial<PurgeOptions>
+  /** Timings of the imports' background work; tests shorten them. */
+  imports?: Partial<ImportWorkerOptions>
 }
 
 /**
@@ -83,6 +88,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(webhookDelivery, options.webhooks ?? {})
   await app.register(idempotency)
   await app.register(tokenPurge, options.purge ?? {})
+  await app.register(importWorker, options.imports ?? {})
   await app.register(services)
   // The route machinery, then the routes: every route gets its steps from `steps`.
   await app.register(cors)
@@ -96,6 +102,8 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(verificationRoutes)
   await app.register(feedRoutes)
   await app.register(webhookRoutes)
+  await app.register(importRoutes)
+  await app.register(exportRoutes)
   await app.register(firstAdmin)
   return app
 }

@@ -29,5 +29,7 @@ declare module 'fastify' {
     auth?: AuthRule
     /** A POST that creates or sends: it honours Idempotency-Key. */
     idempotent?: boolean
+    /** The body is read by the handler as a stream (an import's file): no body deadline, no parser of Fastify's. */
+    streamedBody?: boolean
   }
 }

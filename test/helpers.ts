@@ -12,6 +12,7 @@ import type { DelivererOptions } from '../src/outbox/deliverer.js'
 import type { SequencerOptions } from '../src/events/sequencer.js'
 import type { WebhookPluginOptions } from '../src/webhooks/plugin.js'
 import type { PurgeOptions } from '../src/sessions/purge.js'
+import type { ImportWorkerOptions } from '../src/imports/plugin.js'
 
 /** Which engine this run of the suite uses: set by scripts/test.mjs for each leg. */
 export const ENGINE = process.env.TEST_DB === 'mysql' ? 'mysql' : 'sqlite'
@@ -117,6 +118,8 @@ export interface BuildOptions {
   webhooks?: WebhookPluginOptions
   /** Timings of the purge of expired sessions and tokens. */
   purge?: Partial<PurgeOptions>
+  /** Timings of the imports' background work. */
+  imports?: Partial<ImportWorkerOptions>
 }
 
 /** Builds the app on a fresh database, with an admin, closed (and its database dropped) when the test ends. */
@@ -139,8 +142,8 @@ export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
     PASSWORD_HASH_PASSES: '1',
     ...options.env
   })
-  const { logStream, mail, events, webhooks, purge } = options
-  const app = await buildApp(config, { logStream, mail, events, webhooks, purge })
+  const { logStream, mail, events, webhooks, purge, imports } = options
+  const app = await buildApp(config, { logStream, mail, events, webhooks, purge, imports })
   t.teardown(async () => {
     await app.close()
     await db.drop()

@@ -10,6 +10,8 @@ import * as m0008 from './0008_email_codes.js'
 import * as m0009 from './0009_email_reverts.js'
 import * as m0010 from './0010_expiry_indexes.js'
 import * as m0011 from './0011_webhook_secrets.js'
+import * as m0012 from './0012_password_set_at.js'
+import * as m0013 from './0013_imports.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
@@ -23,7 +25,9 @@ export const migrations: Record<string, Migration> = {
   '0008_email_codes': m0008,
   '0009_email_reverts': m0009,
   '0010_expiry_indexes': m0010,
-  '0011_webhook_secrets': m0011
+  '0011_webhook_secrets': m0011,
+  '0012_password_set_at': m0012,
+  '0013_imports': m0013
 }
 
 export const migrationProvider: MigrationProvider = {

@@ -170,6 +170,7 @@ export class UnsupportedMediaType extends DomainError {
 
 export const userNotFound = (what: string) => new NotFound('USER_NOT_FOUND', `No user has ${what}`)
 export const emailNotFound = (detail: string) => new NotFound('EMAIL_NOT_FOUND', detail)
+export const importNotFound = (id: number) => new NotFound('IMPORT_NOT_FOUND', `No import has id ${id}`)
 export const invalidField = (path: string, where: NonNullable<FieldError['in']>, message: string, detail = `${path.slice(1)} ${message}`) =>
   new InvalidInput(detail, [{ path, in: where, message }])
 

@@ -147,6 +147,8 @@ const bodyDeadline: preParsingAsyncHookHandler = async (request, reply, payload)
   if (headers['content-length'] === undefined && headers['transfer-encoding'] === undefined) return payload
   // GET, HEAD and TRACE bodies are never parsed: Node discards them, and unread-body.ts bounds how long that takes.
   if (BODYLESS.has(request.method)) return payload
+  // A file streamed to its handler may take as long as its size needs; the connection's idle timeout still holds.
+  if (request.routeOptions.config.streamedBody) return payload
   // Multipart bodies are read from the raw request by @fastify/multipart: the multipart step keeps their deadline.
   if (headers['content-type']?.toLowerCase().startsWith('multipart/')) return payload
   const body = new PassThrough()

@@ -27,6 +27,12 @@ export class Metrics {
     name: 'roster_outbox_deliveries_total', help: 'Delivery attempts of the outbox, by kind and result',
     labelNames: ['kind', 'result'] as const, registers: [this.registry]
   })
+  private readonly importLines = new Counter({
+    name: 'roster_import_lines_total', help: 'Lines of imports applied, by result', labelNames: ['result'] as const, registers: [this.registry]
+  })
+  private readonly exportedUsers = new Counter({
+    name: 'roster_exported_users_total', help: 'Users written by exports', registers: [this.registry]
+  })
   private readonly backlogs = new Map<OutboxKind, () => Promise<OutboxBacklog>>()
   private pool: (() => PoolUse) | undefined
 
@@ -34,6 +40,7 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry })
     // Zero from the start, so that a rate() over a fresh process has a series to work on.
     for (const result of LOGIN_RESULTS) this.logins.inc({ result }, 0)
+    for (const result of ['created', 'updated', 'skipped', 'failed'] as const) this.importLines.inc({ result }, 0)
     for (const kind of ['mail', 'webhook'] as const) {
       for (const result of ['delivered', 'retried', 'failed'] as const) this.deliveries.inc({ kind, result }, 0)
     }
@@ -98,6 +105,15 @@ export class Metrics {
 
   delivered(kind: OutboxKind, result: DeliveryResult): void {
     this.deliveries.inc({ kind, result })
+  }
+
+  /** Lines of an import applied with one result. */
+  imported(result: 'created' | 'updated' | 'skipped' | 'failed', lines: number): void {
+    this.importLines.inc({ result }, lines)
+  }
+
+  exported(users: number): void {
+    this.exportedUsers.inc(users)
   }
 
   /** How to read the outbox's backlog of a kind at scrape time. */

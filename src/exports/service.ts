@@ -1,0 +1,74 @@
+import type { ImportLine } from '../../schemas/import.js'
+import { NO_PASSWORD } from '../accounts/secrets.js'
+import { isoTimestamp } from '../common/timestamps.js'
+import type { Db } from '../database/index.js'
+import type { Snapshot } from '../database/snapshot.js'
+import { inTransaction } from '../database/transaction.js'
+import { recordEvent, type Cause } from '../events/record.js'
+import { addressesOf, usersAfter } from './repository.js'
+
+export interface ExportsOptions {
+  /** A consistent read of the database for the whole export (database/snapshot.ts). */
+  snapshot: () => Promise<Snapshot>
+  /** Users read and written per step: the memory an export holds, whatever the number of users. */
+  batch: number
+  /** Told of the users each step wrote (the metrics), and after the event was written (the sequencer). */
+  exported?: (users: number) => void
+  wroteEvent?: () => void
+}
+
+/**
+ * Taking users out: every user, one NDJSON line each in the `roster` import format, read from one snapshot in
+ * batches as the reader takes them. A batch is read only when the one before has been taken, so a slow reader
+ * slows the reads and never fills the heap.
+ */
+export class ExportsService {
+  constructor(private readonly db: Db, private readonly options: ExportsOptions) {}
+
+  /**
+   * The lines, a batch of them per chunk. `users.exported` is written when the export ends, finished or cut short
+   * by its reader, with the count of users it wrote.
+   */
+  async * users(includeHashes: boolean, cause: Cause): AsyncGenerator<string> {
+    let count = 0
+    try {
+      const snapshot = await this.options.snapshot()
+      try {
+        for (let after = 0; ;) {
+          const users = await usersAfter(snapshot.db, after, this.options.batch)
+          if (users.length === 0) break
+          const emails = await addressesOf(snapshot.db, users.map((u) => u.id))
+          const byUser = new Map<number, ImportLine['emails']>()
+          for (const e of emails) {
+            const list = byUser.get(e.user_id) ?? []
+            list.push({ address: e.address, verified: e.verified_at !== null, primary: e.primary_user_id !== null })
+            byUser.set(e.user_id, list)
+          }
+          let chunk = ''
+          for (const u of users) {
+            const line: ImportLine = {
+              external_id: u.external_id,
+              name: u.name,
+              emails: byUser.get(u.id) ?? [],
+              status: u.status,
+              role: u.role,
+              created_at: isoTimestamp(u.created_at),
+              metadata: { public: {}, private: {}, unsafe: {} }
+            }
+            if (includeHashes) line.password_hash = u.password_hash === NO_PASSWORD ? null : u.password_hash
+            chunk += JSON.stringify(line) + '\n'
+          }
+          after = users[users.length - 1]!.id
+          count += users.length
+          this.options.exported?.(users.length)
+          yield chunk
+        }
+      } finally {
+        await snapshot.close()
+      }
+    } finally {
+      await inTransaction(this.db, (trx) => recordEvent(trx, cause, 'users.exported', null, { count, password_hashes: includeHashes }))
+      this.options.wroteEvent?.()
+    }
+  }
+}

@@ -1,0 +1,203 @@
+import { hash as bcrypt } from '@node-rs/bcrypt'
+import t from 'tap'
+import type { App } from '../../src/app.js'
+import { adminUser, assertProblem, build, multipart, newUser, type TestUser } from '../helpers.js'
+
+const FAST = { imports: { pollMs: 20, batch: 7 } }
+
+interface ImportBody {
+  id: number; status: string; lines: number; processed: number; created: number; updated: number; skipped: number; failed: number
+  detail: string | null; errors: string
+}
+
+async function upload(app: App, admin: TestUser, body: string | Buffer, query = '', type = 'application/x-ndjson') {
+  return app.inject({ method: 'POST', url: `/imports${query}`, headers: { ...admin.headers, 'content-type': type }, payload: body })
+}
+
+/** Polls the import until it has ended. */
+async function finished(app: App, admin: TestUser, id: number): Promise<ImportBody> {
+  for (let i = 0; i < 500; i++) {
+    const res = await app.inject({ method: 'GET', url: `/imports/${id}`, headers: admin.headers })
+    const body = res.json<ImportBody>()
+    if (body.status === 'succeeded' || body.status === 'failed') return body
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  throw new Error(`import ${id} did not end`)
+}
+
+async function imported(app: App, admin: TestUser, body: string | Buffer, query = '', type?: string): Promise<ImportBody> {
+  const res = await upload(app, admin, body, query, type)
+  if (res.statusCode !== 202) throw new Error(`${res.statusCode} ${res.body}`)
+  t.equal(res.headers.location, `/imports/${res.json<ImportBody>().id}`)
+  return finished(app, admin, res.json<ImportBody>().id)
+}
+
+async function errorsOf(app: App, admin: TestUser, id: number) {
+  const res = await app.inject({ method: 'GET', url: `/imports/${id}/errors?limit=200`, headers: admin.headers })
+  return res.json<{ items: Array<{ line: number; code: string; detail: string; email: string | null; external_id: string | null }> }>().items
+}
+
+async function userByEmail(app: App, admin: TestUser, email: string) {
+  const res = await app.inject({ method: 'GET', url: `/users?email=${encodeURIComponent(email)}`, headers: admin.headers })
+  return res.json<{ items: Array<{ id: number; name: string; email: string; status: string; role: string; created_at: string }> }>().items[0]
+}
+
+async function emailsOf(app: App, admin: TestUser, id: number) {
+  const res = await app.inject({ method: 'GET', url: `/users/${id}/emails`, headers: admin.headers })
+  return res.json<{ items: Array<{ address: string; primary: boolean; verified: boolean }> }>().items.map((e) => [e.address, e.primary, e.verified])
+}
+
+const signIn = (app: App, email: string, password: string) =>
+  app.inject({ method: 'POST', url: '/auth/tokens', payload: { email, password } })
+
+const ndjson = (...lines: unknown[]) => lines.map((l) => typeof l === 'string' ? l : JSON.stringify(l)).join('\n') + '\n'
+
+t.test('roster NDJSON: users created with their addresses, marks and passwords; bad lines fail alone', async (t) => {
+  const app = await build(t, FAST)
+  const admin = await adminUser(app)
+  const hashed = await bcrypt('secret-password-1', 4)
+  const existing = await newUser(app, { email: 'already@example.com' })
+  const file = ndjson(
+    { external_id: 'ext-1', name: 'Ada Lovelace', emails: [{ address: 'ada@example.com', verified: true, primary: true }, { address: 'ada@work.example', verified: false }], password_hash: hashed, status: 'ACTIVE', role: 'user', created_at: '2019-03-01T10:00:00Z' },
+    { email: 'grace@example.com', email_verified: true },
+    { emails: [{ address: 'not an address' }] },
+    '{"email": "broken@example.com"',
+    '',
+    { email: 'already@example.com', name: 'Someone Else' },
+    { email: 'hashy@example.com', password_hash: 'md5:nothing-we-know' },
+    { email: 'banned@example.com', status: 'BANNED', role: 'admin' }
+  )
+  const done = await imported(app, admin, file)
+  t.match(done, { status: 'succeeded', lines: 8, processed: 8, created: 3, skipped: 1, failed: 3, updated: 0, detail: null })
+  const errors = await errorsOf(app, admin, done.id)
+  t.same(errors.map((e) => [e.line, e.code]), [[3, 'VALIDATION_FAILED'], [4, 'INVALID_LINE'], [7, 'UNSUPPORTED_HASH']])
+  t.equal(errors[2]!.email, 'hashy@example.com', 'the report names the line\'s user')
+
+  const ada = await userByEmail(app, admin, 'ada@example.com')
+  t.match(ada, { name: 'Ada Lovelace', status: 'ACTIVE', role: 'user', created_at: '2019-03-01T10:00:00.000Z' })
+  t.same(await emailsOf(app, admin, ada!.id), [['ada@example.com', true, true], ['ada@work.example', false, false]])
+  t.equal((await signIn(app, 'ada@example.com', 'secret-password-1')).statusCode, 201, 'the bcrypt password signs in')
+  const grace = await userByEmail(app, admin, 'grace@example.com')
+  t.equal(grace?.name, 'grace', 'a user without a name is named after its address')
+  t.equal((await signIn(app, 'grace@example.com', 'anything-at-all')).statusCode, 401, 'a user without a password has none that signs in')
+  t.match(await userByEmail(app, admin, 'banned@example.com'), { status: 'BANNED', role: 'admin' })
+  t.equal((await userByEmail(app, admin, 'already@example.com'))?.name, (await app.inject({ method: 'GET', url: `/users/${existing.id}`, headers: admin.headers })).json().name, 'skipped: left as it was')
+
+  const events = await app.inject({ method: 'GET', url: '/events?type=user.created&limit=100', headers: admin.headers })
+  const created = events.json<{ items: Array<{ actor: { type: string; id: number }; request_id: string; data: { email: string } }> }>().items
+    .filter((e) => ['ada@example.com', 'grace@example.com', 'banned@example.com', 'hashy@example.com'].includes(e.data.email))
+  t.equal(created.length, 3, 'a user.created for each user created')
+  t.ok(created.every((e) => e.actor.type === 'admin' && e.actor.id === admin.id), 'the admin who started the import is the actor')
+  t.equal(new Set(created.map((e) => e.request_id)).size, 1, 'with the request id of the POST')
+
+  // The same file again creates nobody twice.
+  const again = await imported(app, admin, file)
+  t.match(again, { created: 0, skipped: 4, failed: 3 })
+  const metrics = await app.metrics.registry.getSingleMetricAsString('roster_import_lines_total')
+  t.match(metrics, /result="created"} 3/, 'the metrics count lines by result')
+})
+
+t.test('on_conflict=update sets the fields given and adds missing addresses; dry_run changes nothing', async (t) => {
+  const app = await build(t, FAST)
+  const admin = await adminUser(app)
+  await imported(app, admin, ndjson({ external_id: 'e-9', name: 'Old Name', email: 'upd@example.com' }))
+  const dry = await imported(app, admin, ndjson({ external_id: 'e-9', name: 'New Name', emails: [{ address: 'upd@example.com', verified: true }, { address: 'more@example.com' }] }, { email: 'fresh@example.com' }), '?on_conflict=update&dry_run=true')
+  t.match(dry, { status: 'succeeded', updated: 1, created: 1 })
+  t.equal((await userByEmail(app, admin, 'upd@example.com'))?.name, 'Old Name', 'a dry run changes nothing')
+  t.equal(await userByEmail(app, admin, 'fresh@example.com'), undefined)
+
+  const done = await imported(app, admin, ndjson({ external_id: 'e-9', name: 'New Name', emails: [{ address: 'upd@example.com', verified: true }, { address: 'more@example.com' }] }), '?on_conflict=update')
+  t.match(done, { updated: 1 })
+  const user = await userByEmail(app, admin, 'upd@example.com')
+  t.equal(user?.name, 'New Name')
+  t.same(await emailsOf(app, admin, user!.id), [['upd@example.com', true, true], ['more@example.com', false, false]])
+  // An address of another user and a different external id fail the line.
+  await newUser(app, { email: 'other@example.com' })
+  const clash = await imported(app, admin, ndjson({ external_id: 'e-9', emails: [{ address: 'upd@example.com' }, { address: 'other@example.com' }] }), '?on_conflict=update')
+  t.match(clash, { failed: 1 })
+  t.equal((await errorsOf(app, admin, clash.id))[0]?.code, 'CONFLICT')
+})
+
+t.test('auth0 and firebase files come in as they are, hashes included', async (t) => {
+  const app = await build(t, FAST)
+  const admin = await adminUser(app)
+  const salt = 'pepper'
+  const { createHash } = await import('node:crypto')
+  const digest = createHash('sha256').update(salt + 'auth0-password-1').digest('hex')
+  const auth0 = JSON.stringify([
+    { email: 'a0@example.com', email_verified: true, given_name: 'Ann', family_name: 'Zero', user_id: 'auth0|abc', blocked: false,
+      custom_password_hash: { algorithm: 'sha256', hash: { value: digest, encoding: 'hex' }, salt: { value: salt, position: 'prefix' } } },
+    { email: 'blocked@example.com', blocked: true, password_hash: await bcrypt('blocked-password', 4) },
+    { name: 'no address' }
+  ], null, 2)
+  const done = await imported(app, admin, auth0, '?format=auth0', 'application/json')
+  t.match(done, { status: 'succeeded', lines: 3, created: 2, failed: 1 })
+  t.match(await userByEmail(app, admin, 'a0@example.com'), { name: 'Ann Zero', status: 'ACTIVE' })
+  t.equal((await signIn(app, 'a0@example.com', 'auth0-password-1')).statusCode, 201, 'Auth0\'s custom hash signs in')
+  t.equal((await signIn(app, 'a0@example.com', 'auth0-password-1')).statusCode, 201, 'and again, once replaced by argon2id')
+  t.match(await userByEmail(app, admin, 'blocked@example.com'), { status: 'BANNED' })
+
+  // firebase/scrypt's published test vector.
+  const firebase = JSON.stringify({ users: [
+    { localId: 'fb-1', email: 'fb@example.com', emailVerified: true, displayName: 'Fire Base', createdAt: '1500000000000',
+      passwordHash: 'lSrfV15cpx95/sZS2W9c9Kp6i/LVgQNDNC/qzrCnh1SAyZvqmZqAjTdn3aoItz+VHjoZilo78198JAdRuid5lQ==', salt: '42xEC+ixf3L2lw==' },
+    { localId: 'fb-2', phoneNumber: '+15555550100' }
+  ] })
+  const params = '?format=firebase&firebase_signer_key=' + encodeURIComponent('jxspr8Ki0RYycVU8zykbdLGjFQ3McFUH0uiiTvC8pVMXAn210wjLNmdZJzxUECKbm0QsEmYUSDzZvpjeJ9WmXA==') +
+    '&firebase_salt_separator=Bw%3D%3D&firebase_rounds=8&firebase_mem_cost=14'
+  const fb = await imported(app, admin, firebase, params, 'application/json')
+  t.match(fb, { status: 'succeeded', created: 1, failed: 1 })
+  t.match(await userByEmail(app, admin, 'fb@example.com'), { name: 'Fire Base', created_at: new Date(1500000000000).toISOString() })
+  t.equal((await signIn(app, 'fb@example.com', 'user1password')).statusCode, 201, 'Firebase\'s modified scrypt signs in')
+  t.equal((await signIn(app, 'fb@example.com', 'wrong-password')).statusCode, 401)
+})
+
+t.test('a file that is not its format, truncated, too large or abusive: a clear end, nothing half written', async (t) => {
+  const app = await build(t, { ...FAST, env: { IMPORT_MAX_BYTES: '4096' } })
+  const admin = await adminUser(app)
+  const truncated = await imported(app, admin, '[{"email": "t1@example.com"}, {"email": "t2@exa', '?format=auth0', 'application/json')
+  t.match(truncated, { status: 'failed', lines: 0, created: 0 })
+  t.match(truncated.detail, /truncated/)
+  t.equal(await userByEmail(app, admin, 't1@example.com'), undefined, 'not even the complete first element')
+  const wrongFormat = await imported(app, admin, '[{"email": "w@example.com"}]')
+  t.match(wrongFormat, { status: 'failed' })
+  t.match(wrongFormat.detail, /not NDJSON/)
+  const notFirebase = await imported(app, admin, '{"people": []}', '?format=firebase', 'application/json')
+  t.match(notFirebase.detail, /users/)
+  assertProblem(t, await upload(app, admin, ndjson(...Array.from({ length: 200 }, (_, i) => ({ email: `big${i}@example.com` })))), 413, 'PAYLOAD_TOO_LARGE')
+  t.equal(await userByEmail(app, admin, 'big0@example.com'), undefined)
+  const list = (await app.inject({ method: 'GET', url: '/imports', headers: admin.headers })).json<{ items: ImportBody[] }>().items
+  t.equal(list.length, 3, 'the refused upload left no import behind')
+  t.same(list.map((i) => i.id), [...list.map((i) => i.id)].sort((a, b) => b - a), 'newest first')
+  assertProblem(t, await upload(app, admin, 'x', '?format=csv'), 400, 'VALIDATION_FAILED')
+  assertProblem(t, await upload(app, admin, 'x', '?firebase_rounds=8'), 400, 'VALIDATION_FAILED')
+  const plain = await newUser(app)
+  t.equal((await upload(app, plain, ndjson({ email: 'x@example.com' }))).statusCode, 401, 'admins only')
+  t.equal((await app.inject({ method: 'GET', url: '/imports/999', headers: admin.headers })).json().code, 'IMPORT_NOT_FOUND')
+})
+
+t.test('lines too long, not UTF-8, or nested deep fail alone', async (t) => {
+  const app = await build(t, FAST)
+  const admin = await adminUser(app)
+  const deep = '{"email":"deep@example.com","metadata":{"public":' + '{"a":'.repeat(50_000) + '1' + '}'.repeat(50_000) + '}}'
+  const long = JSON.stringify({ email: 'long@example.com', name: 'x'.repeat(2 * 1024 * 1024) })
+  const file = Buffer.concat([
+    Buffer.from(ndjson({ email: 'first@example.com' }, long, deep)),
+    Buffer.from('{"email": "bad-'), Buffer.from([0xff, 0xfe]), Buffer.from('@example.com"}\n'),
+    Buffer.from(ndjson({ email: 'last@example.com' }))
+  ])
+  const done = await imported(app, admin, file)
+  t.match(done, { status: 'succeeded', lines: 5, created: 2, failed: 3 })
+  t.same((await errorsOf(app, admin, done.id)).map((e) => [e.line, e.code]), [[2, 'LINE_TOO_LONG'], [3, 'METADATA_TOO_LARGE'], [4, 'INVALID_LINE']])
+})
+
+t.test('multipart: the fields, then a part named file', async (t) => {
+  const app = await build(t, FAST)
+  const admin = await adminUser(app)
+  const form = multipart({ on_conflict: 'skip', dry_run: 'false', file: { filename: 'users.ndjson', content: ndjson({ email: 'mp@example.com', name: 'Multi Part' }), type: 'application/x-ndjson' } })
+  const res = await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...form.headers }, payload: form.payload })
+  t.equal(res.statusCode, 202, res.body)
+  t.match(await finished(app, admin, res.json<ImportBody>().id), { status: 'succeeded', created: 1 })
+  const missing = multipart({ format: 'roster' })
+  assertProblem(t, await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...missing.headers }, payload: missing.payload }), 400, 'VALIDATION_FAILED')
+})
