@@ -69,12 +69,12 @@ const Bool = Type.Union([Type.Boolean(), Type.Literal('true'), Type.Literal('fal
 export const ImportQuery = Type.Object(
   {
     format: Type.Optional(stringEnum(IMPORT_FORMATS, { description: 'roster (the default), auth0 or firebase' })),
-    dry_run: Type.Optional(Type.Boolean({ default: false })),
+    dry_run: Type.Optional(Type.Boolean({ default: false, description: 'true: every line is checked and counted, and nothing is changed' })),
     on_conflict: Type.Optional(stringEnum(IMPORT_CONFLICTS, { description: 'skip (the default) or update' })),
     firebase_signer_key: Type.Optional(Type.String({ maxLength: 200, description: 'Firebase: the project\'s base64_signer_key' })),
     firebase_salt_separator: Type.Optional(Type.String({ maxLength: 100, description: 'Firebase: base64_salt_separator' })),
-    firebase_rounds: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
-    firebase_mem_cost: Type.Optional(Type.Integer({ minimum: 1, maximum: 20 }))
+    firebase_rounds: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, description: 'Firebase: rounds' })),
+    firebase_mem_cost: Type.Optional(Type.Integer({ minimum: 1, maximum: 20, description: 'Firebase: mem_cost' }))
   },
   { additionalProperties: false }
 )

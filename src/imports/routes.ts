@@ -79,6 +79,7 @@ const imports: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'admin' },
     schema: {
       operationId: 'listImports', tags, summary: 'List imports, newest first', querystring: PageQuery,
+      description: 'Every import received, with its status and counts; an upload that never finished is not listed.',
       response: { 200: ref(ImportCollection), ...problems([400, 'VALIDATION_FAILED', 'INVALID_CURSOR'], 401) }
     }
   }, async (request, reply) => pageUnder(reply, {
@@ -90,7 +91,8 @@ const imports: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/imports/:import_id', {
     config: { auth: 'admin' },
     schema: {
-      operationId: 'getImport', tags, summary: 'Read an import: its status and counts (a progress bar polls it)', params: ImportParams,
+      operationId: 'getImport', tags, summary: 'Read an import', params: ImportParams,
+      description: 'Its status and counts: `processed` grows while it runs, so a progress bar polls it; `detail` says why a file could not be read.',
       response: { 200: ref(Import), ...problems(400, 401, [404, 'IMPORT_NOT_FOUND']) }
     }
   }, async (request) => presentImport(await service.get(request.params.import_id), base))
@@ -98,7 +100,8 @@ const imports: FastifyPluginAsyncTypebox = async (app) => {
   app.get('/imports/:import_id/errors', {
     config: { auth: 'admin' },
     schema: {
-      operationId: 'listImportErrors', tags, summary: 'The lines of an import that failed, in line order', params: ImportParams,
+      operationId: 'listImportErrors', tags, summary: 'The lines of an import that failed', params: ImportParams,
+      description: 'In line order: the line (or array element) from 1, a code, a detail, and the address and external id of the line when they could be read.',
       querystring: ImportErrorQuery,
       response: { 200: ref(ImportErrorCollection), ...problems([400, 'VALIDATION_FAILED', 'INVALID_CURSOR'], 401, [404, 'IMPORT_NOT_FOUND']) }
     }

@@ -5,11 +5,13 @@ import { adminUser, assertProblem, build, form, login, multipart, newUser, type 
 type Rule = 'public' | 'caller' | 'self-or-admin' | 'owner' | 'admin'
 type Kind = 'anonymous' | 'expired' | 'revoked' | 'banned' | 'self' | 'other' | 'admin'
 
-interface Fixture { target: TestUser; emailId: number; secondEmailId: number; webhookId: number; deliveryId: number }
+interface Fixture { target: TestUser; emailId: number; secondEmailId: number; webhookId: number; deliveryId: number; importId: number }
 
 /** The contract's table of who may do what, independent of what the app declares. */
 const CONTRACT: Record<string, {
   rule: Rule; declared?: Rule; body?: (f: Fixture) => Record<string, unknown>; ok: number
+  /** A query string for the request. */
+  query?: string
   /** Run before each request of the row. */
   prepare?: (app: App) => Promise<unknown>
 }> = {
@@ -54,6 +56,12 @@ const CONTRACT: Record<string, {
   'GET /webhooks/:webhook_id/deliveries/:delivery_id': { rule: 'admin', ok: 200 },
   'POST /webhooks/:webhook_id/deliveries/:delivery_id/retry': { rule: 'admin', ok: 202 },
   'GET /users/:user_id/events': { rule: 'self-or-admin', ok: 200 },
+  // A dry run: the line is checked, nothing is written.
+  'POST /imports': { rule: 'admin', query: '?dry_run=true', body: (f) => ({ email: `imported.${f.target.id}@example.com` }), ok: 202 },
+  'GET /imports': { rule: 'admin', ok: 200 },
+  'GET /imports/:import_id': { rule: 'admin', ok: 200 },
+  'GET /imports/:import_id/errors': { rule: 'admin', ok: 200 },
+  'GET /exports/users': { rule: 'admin', ok: 200 },
   // Last: as 'other' and 'admin' it revokes the tokens the rows above use.
   'DELETE /auth/tokens/current': { rule: 'caller', ok: 204 }
 }
@@ -101,7 +109,10 @@ async function fixture(app: App): Promise<Fixture> {
     claim: null, sent_at: now, last_error: null, webhook_id: webhookId, event_id: 'evt_01JD0000000000000000000000',
     last_attempt_at: now, last_status_code: 200
   }).executeTakeFirstOrThrow()
-  return { target, emailId: emails[0].id, secondEmailId: second.id, webhookId, deliveryId: Number(delivery.insertId) }
+  const done = await app.db.insertInto('imports').values({
+    status: 'succeeded', received: 1, format: 'roster', dry_run: 1, on_conflict: 'skip', parameters: null, created_by: target.id, request_id: null, created_at: now
+  }).executeTakeFirstOrThrow()
+  return { target, emailId: emails[0].id, secondEmailId: second.id, webhookId, deliveryId: Number(delivery.insertId), importId: Number(done.insertId) }
 }
 
 function request(key: string, f: Fixture) {
@@ -113,6 +124,7 @@ function request(key: string, f: Fixture) {
     .replace(':email', encodeURIComponent(f.target.email))
     .replace(':webhook_id', String(f.webhookId))
     .replace(':delivery_id', String(f.deliveryId))
+    .replace(':import_id', String(f.importId)) + (CONTRACT[key]!.query ?? '')
   const body = CONTRACT[key]!.body?.(f)
   return { method: method as 'GET', url, ...(body ? { payload: body } : {}) }
 }
