@@ -1,4 +1,4 @@
-import { sql, type ExpressionBuilder, type Insertable, type SelectQueryBuilder } from 'kysely'
+import { sql, type Expression, type ExpressionBuilder, type Insertable, type SelectQueryBuilder, type SqlBool } from 'kysely'
 import type { Database, UsersTable } from '../../db/types.js'
 import type { UserStatus } from '../../schemas/user.js'
 import { selectUsers, type UserRow } from '../accounts/users.js'
@@ -17,6 +17,8 @@ export interface UserFilters {
   status?: UserStatus | undefined
   /** Restricts the collection to one user (a plain caller sees only itself). */
   onlyId?: number | undefined
+  /** A `filter` expression, as a condition on users (filter/index.ts). */
+  condition?: Expression<SqlBool> | undefined
 }
 
 type UsersQuery = SelectQueryBuilder<Database, 'users' | 'emails', object>
@@ -63,6 +65,7 @@ export function listUsersQuery(db: Db, filters: UserFilters, afterId: number, li
       eb.selectFrom('emails as e').select('e.user_id').where('e.address_norm', '=', key))
   }
   if (filters.name) qb = applyName(qb, filters.name)
+  if (filters.condition) qb = qb.where(filters.condition)
   return (qb as ReturnType<typeof selectUsers>)
     .where('users.id', '>', afterId)
     .orderBy('users.id')

@@ -8,6 +8,7 @@ import { callerOf, causeOf, mailingClient } from '../auth/steps.js'
 import { withMultipart } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } from '../http/key-path.js'
+import { parseFilter, rosterUserFilter } from '../filter/index.js'
 import { collection, FORM_TYPES, IdempotencyKey, IfMatch, NoContent, problems, tagged, type ProblemStatus } from '../http/responses.js'
 import { presentUser } from '../accounts/present.js'
 import type { NameFilter } from './repository.js'
@@ -43,15 +44,17 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     const q = request.query
     const caller = callerOf(request)
     const ids = q.id ? [...new Set(q.id)].sort((a, b) => a - b) : undefined
-    const filters = { ids, email: q.email, name: q.name === undefined ? undefined : parseNameFilter(q.name), status: q.status }
+    const condition = q.filter === undefined ? undefined : rosterUserFilter(parseFilter(q.filter))
+    const filters = { ids, email: q.email, name: q.name === undefined ? undefined : parseNameFilter(q.name), status: q.status, condition }
     // A cursor is valid only for the filters, and the caller's scope, it was made for.
-    const scope = JSON.stringify(['users', ids, q.email, q.name, q.status, service.listingScope(caller)])
+    const scope = JSON.stringify(['users', ids, q.email, q.name, q.status, q.filter, service.listingScope(caller)])
     const after = q.cursor === undefined ? 0 : app.cursors.decode(q.cursor, scope)
     const params: Array<[string, string]> = []
     for (const id of ids ?? []) params.push(['id', String(id)])
     if (q.email !== undefined) params.push(['email', q.email])
     if (q.name !== undefined) params.push(['name', q.name])
     if (q.status !== undefined) params.push(['status', q.status])
+    if (q.filter !== undefined) params.push(['filter', q.filter])
     const limit = q.limit ?? PAGE_SIZE
     params.push(['limit', String(limit)])
     return collection(reply, {

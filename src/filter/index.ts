@@ -1,0 +1,234 @@
+import { sql, type RawBuilder, type SqlBool } from 'kysely'
+import { parse, type Compare, type Filter } from 'scim2-parse-filter'
+import { InvalidInput } from '../common/errors.js'
+import { foldedKey } from '../common/text.js'
+import { likeEscape } from '../database/sql.js'
+
+/**
+ * One filter language for users: SCIM's syntax (RFC 7644 §3.4.2.2), parsed by scim2-parse-filter, over Roster's own
+ * attribute names (`GET /users?filter=`) or SCIM's (`/scim/v2/Users?filter=`), translated into SQL that both engines
+ * run. Values are always parameters; equality on an address, a name, an external id or the status uses its index.
+ */
+export type FilterNode = Filter
+
+/** Longest filter text taken, and the most comparisons in one: a filter's SQL stays small. */
+const MAX_LENGTH = 2000
+const MAX_TERMS = 50
+
+export const invalidFilter = (detail: string) =>
+  new InvalidInput(detail, [{ path: '/filter', in: 'query', message: detail }], 'INVALID_FILTER')
+
+/** How an attribute is compared. */
+type Kind =
+  /** Case-insensitive text, compared on a lower-cased column. */
+  | { type: 'folded'; column: string }
+  /** Text compared exactly. */
+  | { type: 'exact'; column: string }
+  /** One of a few values, compared exactly. */
+  | { type: 'enum'; column: string; values: readonly string[] }
+  /** A time: an RFC 3339 string against a column of milliseconds. */
+  | { type: 'time'; column: string }
+  | { type: 'id' }
+  /** SCIM's `active`: the status ACTIVE. */
+  | { type: 'active' }
+  /** Any address of the user (case-insensitive); `primary` only the primary one. */
+  | { type: 'email'; primary: boolean }
+  /** A word of the name: SCIM's given (first) or family (last) name, from Roster's one name. */
+  | { type: 'name-part'; part: 'first' | 'last' }
+
+const ROSTER: Record<string, Kind> = {
+  email: { type: 'email', primary: false },
+  name: { type: 'folded', column: 'users.name_search' },
+  status: { type: 'enum', column: 'users.status', values: ['ACTIVE', 'BANNED'] },
+  role: { type: 'enum', column: 'users.role', values: ['user', 'admin'] },
+  external_id: { type: 'exact', column: 'users.external_id' },
+  created_at: { type: 'time', column: 'users.created_at' },
+  updated_at: { type: 'time', column: 'users.updated_at' },
+  id: { type: 'id' }
+}
+
+const SCIM: Record<string, Kind> = {
+  username: { type: 'email', primary: true },
+  externalid: { type: 'exact', column: 'users.external_id' },
+  emails: { type: 'email', primary: false },
+  'emails.value': { type: 'email', primary: false },
+  displayname: { type: 'folded', column: 'users.name_search' },
+  'name.formatted': { type: 'folded', column: 'users.name_search' },
+  'name.givenname': { type: 'name-part', part: 'first' },
+  'name.familyname': { type: 'name-part', part: 'last' },
+  active: { type: 'active' },
+  id: { type: 'id' },
+  'meta.created': { type: 'time', column: 'users.created_at' },
+  'meta.lastmodified': { type: 'time', column: 'users.updated_at' }
+}
+
+const SCIM_USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:user:'
+
+/** Parses a filter's text; INVALID_FILTER naming the offending part when it is not one. */
+export function parseFilter(text: string): FilterNode {
+  if (text.length > MAX_LENGTH) throw invalidFilter(`The filter is longer than ${MAX_LENGTH} characters`)
+  let node: Filter
+  try {
+    node = parse(text)
+  } catch (err) {
+    throw invalidFilter(`The filter is malformed: ${(err as Error).message.replace(/\s+/g, ' ').trim()}`)
+  }
+  if (terms(node) > MAX_TERMS) throw invalidFilter(`The filter has more than ${MAX_TERMS} comparisons`)
+  return node
+}
+
+function terms(node: Filter): number {
+  if (node.op === 'and' || node.op === 'or') return node.filters.reduce((n, f) => n + terms(f), 0)
+  if (node.op === 'not') return terms(node.filter)
+  if (node.op === '[]') return 1 + terms(node.valFilter)
+  return 1
+}
+
+/** The filter over Roster's names (`GET /users?filter=`), as a condition on `users`. */
+export const rosterUserFilter = (node: FilterNode) => condition(node, ROSTER, false)
+
+/** The filter over SCIM's names (`/scim/v2/Users?filter=`), case-insensitive in its names as SCIM says. */
+export const scimUserFilter = (node: FilterNode) => condition(node, SCIM, true)
+
+function condition(node: Filter, names: Record<string, Kind>, scim: boolean): RawBuilder<SqlBool> {
+  switch (node.op) {
+    case 'and':
+    case 'or': {
+      const parts = node.filters.map((f) => condition(f, names, scim))
+      return sql<SqlBool>`(${sql.join(parts, node.op === 'and' ? sql` and ` : sql` or `)})`
+    }
+    case 'not':
+      return sql<SqlBool>`(not ${condition(node.filter, names, scim)})`
+    case '[]':
+      return valuePath(node.attrPath, node.valFilter, scim)
+    default:
+      return compare(node, kindOf(node.attrPath, names, scim))
+  }
+}
+
+function kindOf(path: string, names: Record<string, Kind>, scim: boolean): Kind {
+  let name = path
+  if (scim) {
+    name = path.toLowerCase()
+    if (name.startsWith(SCIM_USER_SCHEMA)) name = name.slice(SCIM_USER_SCHEMA.length)
+  }
+  const kind = names[name]
+  if (!kind) throw invalidFilter(`The filter names an attribute it cannot filter on: ${path}`)
+  return kind
+}
+
+/** `emails[type eq "work" and value co "@example.com"]`: some address of the user matches the inner filter. */
+function valuePath(path: string, inner: Filter, scim: boolean): RawBuilder<SqlBool> {
+  if (!scim || path.toLowerCase() !== 'emails') throw invalidFilter(`The filter uses [ ] on an attribute that has no values to select: ${path}`)
+  return sql<SqlBool>`exists (select 1 from emails as fe where fe.user_id = users.id and ${emailCondition(inner)})`
+}
+
+/** A condition on one address `fe` (type is always work). */
+function emailCondition(node: Filter): RawBuilder<SqlBool> {
+  switch (node.op) {
+    case 'and':
+    case 'or':
+      return sql<SqlBool>`(${sql.join(node.filters.map(emailCondition), node.op === 'and' ? sql` and ` : sql` or `)})`
+    case 'not':
+      return sql<SqlBool>`(not ${emailCondition(node.filter)})`
+    case '[]':
+      throw invalidFilter('The filter nests [ ] inside [ ]')
+    default:
+      return emailAttribute(node)
+  }
+}
+
+function emailAttribute(node: Compare | { op: 'pr'; attrPath: string }): RawBuilder<SqlBool> {
+  const name = node.attrPath.toLowerCase()
+  if (name === 'type') {
+    if (node.op === 'pr') return sql<SqlBool>`1 = 1`
+    if (node.op !== 'eq' && node.op !== 'ne') throw invalidFilter(`The filter compares type with ${node.op}: only eq and ne`)
+    const work = typeof node.compValue === 'string' && node.compValue.toLowerCase() === 'work'
+    return (node.op === 'eq') === work ? sql<SqlBool>`1 = 1` : sql<SqlBool>`1 = 0`
+  }
+  if (name === 'primary') {
+    if (node.op === 'pr') return sql<SqlBool>`1 = 1`
+    const primary = booleanOf(node, 'primary')
+    return (node.op === 'eq') === primary ? sql<SqlBool>`fe.primary_user_id is not null` : sql<SqlBool>`fe.primary_user_id is null`
+  }
+  if (name === 'value') return text(node, sql.ref('fe.address_norm'), true)
+  throw invalidFilter(`The filter names an attribute of emails it cannot filter on: ${node.attrPath}`)
+}
+
+function booleanOf(node: Compare, name: string): boolean {
+  if (node.op !== 'eq' && node.op !== 'ne') throw invalidFilter(`The filter compares ${name} with ${node.op}: only eq and ne`)
+  const v = node.compValue
+  // Entra ID sends booleans as strings.
+  if (v === true || v === 'true' || v === 'True') return true
+  if (v === false || v === 'false' || v === 'False') return false
+  throw invalidFilter(`The filter compares ${name} with ${JSON.stringify(v)}: a boolean is needed`)
+}
+
+const OPERATORS = { eq: '=', ne: '<>', gt: '>', ge: '>=', lt: '<', le: '<=' } as const
+
+function stringValue(node: Compare): string {
+  if (typeof node.compValue !== 'string') throw invalidFilter(`The filter compares ${node.attrPath} with ${JSON.stringify(node.compValue)}: a string is needed`)
+  return node.compValue
+}
+
+/** A text comparison on `column`; `folded` when the column holds lower-cased text. */
+function text(node: Compare | { op: 'pr'; attrPath: string }, column: RawBuilder<unknown>, folded: boolean): RawBuilder<SqlBool> {
+  if (node.op === 'pr') return sql<SqlBool>`(${column} is not null and ${column} <> '')`
+  const value = folded ? foldedKey(stringValue(node)) : stringValue(node)
+  const like = likeEscape(value)
+  switch (node.op) {
+    case 'co': return sql<SqlBool>`${column} like ${`%${like}%`} escape '!'`
+    case 'sw': return sql<SqlBool>`${column} like ${`${like}%`} escape '!'`
+    case 'ew': return sql<SqlBool>`${column} like ${`%${like}`} escape '!'`
+    default: return sql<SqlBool>`${column} ${sql.raw(OPERATORS[node.op])} ${value}`
+  }
+}
+
+function compare(node: Compare | { op: 'pr'; attrPath: string }, kind: Kind): RawBuilder<SqlBool> {
+  switch (kind.type) {
+    case 'folded':
+      return text(node, sql.ref(kind.column), true)
+    case 'exact':
+      return text(node, sql.ref(kind.column), false)
+    case 'enum': {
+      if (node.op === 'pr') return sql<SqlBool>`1 = 1`
+      if (node.op !== 'eq' && node.op !== 'ne') throw invalidFilter(`The filter compares ${node.attrPath} with ${node.op}: only eq and ne`)
+      const value = stringValue(node)
+      if (!kind.values.includes(value)) throw invalidFilter(`The filter compares ${node.attrPath} with ${JSON.stringify(value)}: one of ${kind.values.join(', ')}`)
+      return sql<SqlBool>`${sql.ref(kind.column)} ${sql.raw(OPERATORS[node.op])} ${value}`
+    }
+    case 'time': {
+      if (node.op === 'pr') return sql<SqlBool>`1 = 1`
+      if (node.op === 'co' || node.op === 'sw' || node.op === 'ew') throw invalidFilter(`The filter compares the time ${node.attrPath} with ${node.op}`)
+      const at = Date.parse(stringValue(node))
+      if (!Number.isFinite(at)) throw invalidFilter(`The filter compares ${node.attrPath} with ${JSON.stringify(node.compValue)}: an RFC 3339 time is needed`)
+      return sql<SqlBool>`${sql.ref(kind.column)} ${sql.raw(OPERATORS[node.op])} ${at}`
+    }
+    case 'id': {
+      if (node.op === 'pr') return sql<SqlBool>`1 = 1`
+      if (node.op === 'co' || node.op === 'sw' || node.op === 'ew') throw invalidFilter(`The filter compares the id with ${node.op}`)
+      const id = typeof node.compValue === 'number' ? node.compValue : /^[1-9][0-9]{0,15}$/.test(String(node.compValue)) ? Number(node.compValue) : NaN
+      if (!Number.isSafeInteger(id)) throw invalidFilter(`The filter compares the id with ${JSON.stringify(node.compValue)}: an id is needed`)
+      return sql<SqlBool>`users.id ${sql.raw(OPERATORS[node.op])} ${id}`
+    }
+    case 'active': {
+      if (node.op === 'pr') return sql<SqlBool>`1 = 1`
+      const active = booleanOf(node, 'active')
+      return sql<SqlBool>`users.status ${sql.raw((node.op === 'eq') === active ? '=' : '<>')} ${'ACTIVE'}`
+    }
+    case 'email': {
+      const which = kind.primary ? sql`fe.primary_user_id = users.id` : sql`fe.user_id = users.id`
+      if (node.op === 'pr') return sql<SqlBool>`exists (select 1 from emails as fe where ${which})`
+      if (node.op === 'ne') return sql<SqlBool>`(not ${compare({ ...node, op: 'eq' }, kind)})`
+      return sql<SqlBool>`exists (select 1 from emails as fe where ${which} and ${text(node, sql.ref('fe.address_norm'), true)})`
+    }
+    case 'name-part': {
+      if (node.op === 'pr') return sql<SqlBool>`users.name_search <> ''`
+      const value = likeEscape(foldedKey(stringValue(node)))
+      if (node.op !== 'eq' && node.op !== 'sw' && node.op !== 'co') throw invalidFilter(`The filter compares ${node.attrPath} with ${node.op}: eq, sw and co`)
+      const word = node.op === 'eq' ? value : node.op === 'sw' ? `${value}%` : `%${value}%`
+      const pattern = kind.part === 'first' ? `${word} %` : `% ${word}`
+      return sql<SqlBool>`(users.name_search like ${pattern} escape '!' or users.name_search like ${word} escape '!')`
+    }
+  }
+}

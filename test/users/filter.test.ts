@@ -1,0 +1,82 @@
+import t from 'tap'
+import type { App } from '../../src/app.js'
+import { adminUser, assertProblem, build, newUser, type TestUser } from '../helpers.js'
+
+/** The addresses of the users a filter selects, in id order (every page followed). */
+async function selected(app: App, who: TestUser, filter: string, extra = ''): Promise<string[]> {
+  const out: string[] = []
+  let url: string | null = `/users?filter=${encodeURIComponent(filter)}&limit=2${extra}`
+  while (url) {
+    const res = await app.inject({ url, headers: who.headers })
+    if (res.statusCode !== 200) throw new Error(`${filter}: ${res.statusCode} ${res.body}`)
+    const body = res.json<{ items: Array<{ email: string }>; next: string | null }>()
+    out.push(...body.items.map((u) => u.email))
+    url = body.next
+  }
+  return out
+}
+
+t.test('the filter language over GET /users: every operator, precedence, escapes', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const ada = await newUser(app, { name: 'Ada Lovelace', email: 'ada@example.com' })
+  await newUser(app, { name: 'Grace Hopper', email: 'grace@navy.example' })
+  const quoted = await newUser(app, { name: 'Say "Hi" 100%_done', email: 'quote@example.com' })
+  await app.inject({ method: 'POST', url: `/users/${ada.id}/emails`, headers: ada.headers, payload: { address: 'ada@second.example' } })
+  await app.inject({ method: 'PUT', url: `/users/${quoted.id}/status`, headers: admin.headers, payload: { status: 'BANNED' } })
+  await app.db.updateTable('users').set({ external_id: 'ext-7' }).where('id', '=', quoted.id).execute()
+  const everyone = ['root@example.com', 'ada@example.com', 'grace@navy.example', 'quote@example.com']
+
+  const cases: Array<[string, string[]]> = [
+    ['email eq "ADA@example.com"', ['ada@example.com']],
+    ['email eq "ada@second.example"', ['ada@example.com']],
+    ['email ne "ada@example.com"', ['root@example.com', 'grace@navy.example', 'quote@example.com']],
+    ['email co "navy"', ['grace@navy.example']],
+    ['email sw "gr"', ['grace@navy.example']],
+    ['email ew ".example"', ['ada@example.com', 'grace@navy.example']],
+    ['email pr', everyone],
+    ['name eq "ada lovelace"', ['ada@example.com']],
+    ['name co "100%_"', ['quote@example.com']],
+    ['name co "0%x"', []],
+    ['name eq "say \\"hi\\" 100%_done"', ['quote@example.com']],
+    ['status eq "BANNED"', ['quote@example.com']],
+    ['role eq "admin"', ['root@example.com']],
+    ['external_id eq "ext-7"', ['quote@example.com']],
+    ['external_id pr', ['quote@example.com']],
+    ['created_at gt "2000-01-01T00:00:00Z"', everyone],
+    ['created_at lt "2000-01-01T00:00:00Z"', []],
+    [`id ge ${ada.id} and id le ${quoted.id}`, ['ada@example.com', 'grace@navy.example', 'quote@example.com']],
+    ['not (status eq "ACTIVE")', ['quote@example.com']],
+    // and binds tighter than or; parentheses change it.
+    ['role eq "admin" or name sw "ada" and status eq "BANNED"', ['root@example.com']],
+    ['(role eq "admin" or name sw "ada") and status eq "ACTIVE"', ['root@example.com', 'ada@example.com']],
+    ['email ew "example.com" and not (name sw "say")', ['root@example.com', 'ada@example.com']]
+  ]
+  for (const [filter, want] of cases) t.same(await selected(app, admin, filter), want, filter)
+  t.same(await selected(app, admin, 'email ew ".example"', '&status=ACTIVE'), ['ada@example.com', 'grace@navy.example'], 'combined with the other filters by AND')
+  t.same(await selected(app, ada, 'email pr'), ['ada@example.com'], 'a plain user still sees at most itself')
+  t.same(await selected(app, ada, 'role eq "admin"'), [], 'and nothing of others through a filter')
+
+  const refused: Array<[string, RegExp]> = [
+    ['name eq', /malformed/],
+    ['name xx "a"', /malformed/],
+    ['name eq "unterminated', /malformed/],
+    ['(name eq "a"', /malformed/],
+    ['name eq "a" and', /malformed/],
+    ['password eq "x"', /password/],
+    ['metadata.private.plan eq "x"', /metadata\.private\.plan/],
+    ['status eq "GONE"', /ACTIVE, BANNED/],
+    ['status co "ACT"', /only eq and ne/],
+    ['created_at gt "yesterday"', /RFC 3339/],
+    ['created_at co "2020"', /time/],
+    ['id eq "x"', /an id is needed/],
+    ['name eq 5', /a string is needed/],
+    ['email[type eq "work"]', /\[ \]/],
+    [Array.from({ length: 51 }, (_, i) => `id eq ${i + 1}`).join(' or '), /more than 50/]
+  ]
+  for (const [filter, detail] of refused) {
+    const res = await app.inject({ url: `/users?filter=${encodeURIComponent(filter)}`, headers: admin.headers })
+    assertProblem(t, res, 400, 'INVALID_FILTER', filter)
+    t.match(res.json<{ detail: string }>().detail, detail, `${filter}: the detail points at the offending part`)
+  }
+})
