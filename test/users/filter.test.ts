@@ -7,9 +7,9 @@ async function selected(app: App, who: TestUser, filter: string, extra = ''): Pr
   const out: string[] = []
   let url: string | null = `/users?filter=${encodeURIComponent(filter)}&limit=2${extra}`
   while (url) {
-    const res = await app.inject({ url, headers: who.headers })
+    const res: { statusCode: number; body: string } = await app.inject({ url, headers: who.headers })
     if (res.statusCode !== 200) throw new Error(`${filter}: ${res.statusCode} ${res.body}`)
-    const body = res.json<{ items: Array<{ email: string }>; next: string | null }>()
+    const body = JSON.parse(res.body) as { items: Array<{ email: string }>; next: string | null }
     out.push(...body.items.map((u) => u.email))
     url = body.next
   }
