@@ -37,6 +37,7 @@ import firstAdmin from './users/first-admin.js'
 import exportRoutes from './exports/routes.js'
 import importWorker, { type ImportWorkerOptions } from './imports/plugin.js'
 import importRoutes from './imports/routes.js'
+import scimRoutes from './scim/plugin.js'
 import userRoutes from './users/routes.js'
 import verificationRoutes from './verification/routes.js'
 import webhookDelivery, { type WebhookPluginOptions } from './webhooks/plugin.js'
@@ -104,6 +105,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(webhookRoutes)
   await app.register(importRoutes)
   await app.register(exportRoutes)
+  await app.register(scimRoutes)
   await app.register(firstAdmin)
   return app
 }

@@ -31,3 +31,22 @@ export function callerLookup(db: Db): FindCaller {
     return row && { ...row, tokenHash: hash }
   }
 }
+
+/** A SCIM token's id by its hash, or undefined (unknown or deleted). */
+export type FindScimToken = (hash: string) => Promise<number | undefined>
+
+/** Its last use is written at most this often: a provider's burst of requests costs one write. */
+const LAST_USE_EVERY_MS = 60_000
+
+/** The lookup of a SCIM token on /scim/v2, recording its use. */
+export function scimTokenLookup(db: Db): FindScimToken {
+  return async (hash) => {
+    const row = await db.selectFrom('scim_tokens').select(['id', 'last_used_at']).where('token_hash', '=', hash).executeTakeFirst()
+    if (!row) return undefined
+    const now = Date.now()
+    if (row.last_used_at === null || row.last_used_at < now - LAST_USE_EVERY_MS) {
+      await db.updateTable('scim_tokens').set({ last_used_at: now }).where('id', '=', row.id).execute()
+    }
+    return row.id
+  }
+}

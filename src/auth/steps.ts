@@ -1,9 +1,16 @@
-import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler, preHandlerAsyncHookHandler, RouteOptions } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler, preHandlerAsyncHookHandler, RouteOptions } from 'fastify'
 import { tokenHash } from '../accounts/secrets.js'
 import { type DomainError, Forbidden, Unauthenticated } from '../common/errors.js'
 import type { Cause } from '../events/record.js'
-import type { Caller, FindCaller } from './caller.js'
+import { scimTokenLookup, type Caller, type FindCaller } from './caller.js'
 import { allows, AUTH_RULES, isAuthRule, type AuthRule } from './rules.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The SCIM token a /scim/v2 request came with (routes of the `scim` rule only). */
+    scimToken?: { id: number } | undefined
+  }
+}
 
 export interface AuthenticateOptions {
   /** The caller a token hash belongs to: one indexed query. */
@@ -25,8 +32,8 @@ function bearerToken(header: string | undefined): string | undefined {
  * without one), and looks the bearer token up on every request, before any body is read. A route that needs a
  * caller refuses the rest: with onRefusal's answer (a 429) if it gives one, else 401.
  */
-export function authenticateStep(options: AuthenticateOptions): (route: RouteOptions) => onRequestAsyncHookHandler {
-  return (route) => {
+export function authenticateStep(options: AuthenticateOptions): (route: RouteOptions, scope?: FastifyInstance) => onRequestAsyncHookHandler {
+  return (route, scope) => {
     const declared = route.config?.auth
     const rule: AuthRule | undefined = declared ?? (options.publicPrefixes.some((p) => route.url.startsWith(p)) ? 'public' : undefined)
     if (!isAuthRule(rule)) {
@@ -34,11 +41,19 @@ export function authenticateStep(options: AuthenticateOptions): (route: RouteOpt
     }
     route.config = { ...route.config, auth: rule }
     const isPublic = rule === 'public'
+    // Only the routes of the `scim` rule know SCIM tokens: anywhere else one is an unknown token.
+    const findScimToken = rule === 'scim' && scope ? scimTokenLookup(scope.db) : undefined
     return async (request, reply) => {
       const token = bearerToken(request.headers.authorization)
-      const caller = token ? await options.findCaller(tokenHash(token)) : undefined
+      const hash = token ? tokenHash(token) : undefined
+      const caller = hash ? await options.findCaller(hash) : undefined
       request.caller = caller ?? null
       if (isPublic || caller) return
+      const scimId = hash && findScimToken ? await findScimToken(hash) : undefined
+      if (scimId !== undefined) {
+        request.scimToken = { id: scimId }
+        return
+      }
       throw (await options.onRefusal?.(request, reply)) ??
         new Unauthenticated(request.headers.authorization ? 'The bearer token is invalid, expired or revoked' : undefined)
     }
@@ -50,6 +65,7 @@ export function authorizeStep(route: RouteOptions): preHandlerAsyncHookHandler |
   const rule = route.config?.auth
   if (!rule || rule === 'public') return undefined
   return async (request) => {
+    if (rule === 'scim' && request.scimToken) return
     const target = (request.params as { user_id?: number }).user_id
     if (!allows(rule, request.caller, target)) throw request.caller ? new Forbidden() : new Unauthenticated()
   }

@@ -99,7 +99,10 @@ t.test('the served document', async (t) => {
       t.ok(op.tags?.length, `${name}: tagged`)
       t.ok(op.summary, `${name}: summary`)
       for (const [status, response] of Object.entries<Obj>(op.responses)) {
-        if (Number(status) >= 400) {
+        if (Number(status) >= 400 && path.startsWith('/scim/v2/')) {
+          // SCIM's clients read SCIM's errors (RFC 7644 §3.12), not problems.
+          t.same(response.content, { 'application/scim+json': { schema: { $ref: '#/components/schemas/ScimError' } } }, `${name} ${status}: SCIM's error`)
+        } else if (Number(status) >= 400) {
           t.same(Object.keys(response.content), ['application/problem+json'], `${name} ${status}: problem+json`)
           const problem = response.content['application/problem+json']
           t.same(problem.schema, { $ref: '#/components/schemas/Problem' }, `${name} ${status}: Problem`)

@@ -1,0 +1,96 @@
+import { SCIM_USER_SCHEMA } from '../../schemas/scim.js'
+import type { ScimToken } from '../../schemas/scim.js'
+import { isoTimestamp as iso } from '../common/timestamps.js'
+import type { ScimTokenRow, ScimUserRow } from './repository.js'
+
+export const SCIM_BASE = '/scim/v2'
+export const scimUserPath = (id: number) => `${SCIM_BASE}/Users/${id}`
+export const scimTokenPath = (id: number) => `/scim-tokens/${id}`
+
+/** A user's version as SCIM's meta.version and the ETag of its answers: weak, the API's tag behind `W/`. */
+export const scimVersion = (version: number) => `W/"v${version}"`
+
+/** A SCIM User as JSON: the resource, before `attributes` and `excludedAttributes` narrow it. */
+export type ScimJson = Record<string, unknown>
+
+/** SCIM's given and family names from Roster's one name: its first word, and the rest. */
+export function nameParts(name: string): { givenName: string; familyName: string } {
+  const words = name.trim().split(/\s+/)
+  return { givenName: words[0] ?? '', familyName: words.slice(1).join(' ') }
+}
+
+export function presentScimUser(row: ScimUserRow, base: string): ScimJson {
+  const parts = nameParts(row.name)
+  return {
+    schemas: [SCIM_USER_SCHEMA],
+    id: String(row.id),
+    ...(row.external_id === null ? {} : { externalId: row.external_id }),
+    userName: row.email ?? '',
+    name: { formatted: row.name, ...(parts.givenName ? { givenName: parts.givenName } : {}), ...(parts.familyName ? { familyName: parts.familyName } : {}) },
+    displayName: row.name,
+    emails: row.emails.map((e) => ({ value: e.address, type: 'work', primary: e.primary_user_id !== null })),
+    active: row.status === 'ACTIVE',
+    meta: {
+      resourceType: 'User',
+      created: iso(row.created_at),
+      lastModified: iso(row.updated_at),
+      location: base + scimUserPath(row.id),
+      version: scimVersion(row.version)
+    }
+  }
+}
+
+/** Attributes always returned, whatever `attributes` and `excludedAttributes` say. */
+const ALWAYS = new Set(['schemas', 'id'])
+
+/** An attribute named in `attributes` or `excludedAttributes`, lower-cased, without the User schema's URN. */
+function attributeName(raw: string): string {
+  const name = raw.trim().toLowerCase()
+  const urn = `${SCIM_USER_SCHEMA.toLowerCase()}:`
+  return name.startsWith(urn) ? name.slice(urn.length) : name
+}
+
+/** Narrows a resource to `attributes` (with `schemas` and `id`), or drops `excludedAttributes` (RFC 7644 §3.4.2.5). */
+export function projected(resource: ScimJson, attributes: string | undefined, excluded: string | undefined): ScimJson {
+  const names = (list: string | undefined) => (list ?? '').split(',').map(attributeName).filter((n) => n !== '')
+  const wanted = names(attributes)
+  const dropped = names(excluded)
+  if (wanted.length === 0 && dropped.length === 0) return resource
+  const out: ScimJson = {}
+  for (const [key, value] of Object.entries(resource)) {
+    const lower = key.toLowerCase()
+    if (ALWAYS.has(lower)) {
+      out[key] = value
+      continue
+    }
+    if (wanted.length > 0) {
+      if (wanted.includes(lower)) out[key] = value
+      else {
+        const subs = wanted.filter((w) => w.startsWith(`${lower}.`)).map((w) => w.slice(lower.length + 1))
+        if (subs.length > 0) out[key] = narrowed(value, (sub) => subs.includes(sub))
+      }
+    } else if (!dropped.includes(lower)) {
+      const subs = dropped.filter((d) => d.startsWith(`${lower}.`)).map((d) => d.slice(lower.length + 1))
+      out[key] = subs.length > 0 ? narrowed(value, (sub) => !subs.includes(sub)) : value
+    }
+  }
+  return out
+}
+
+/** A complex value (or each of a multi-valued one's) keeping the sub-attributes `keep` says. */
+function narrowed(value: unknown, keep: (sub: string) => boolean): unknown {
+  const one = (v: unknown) => (v !== null && typeof v === 'object'
+    ? Object.fromEntries(Object.entries(v).filter(([k]) => keep(k.toLowerCase())))
+    : v)
+  return Array.isArray(value) ? value.map(one) : one(value)
+}
+
+export function presentScimToken(row: ScimTokenRow, base: string): ScimToken {
+  return {
+    id: row.id,
+    href: base + scimTokenPath(row.id),
+    description: row.description,
+    created_at: iso(row.created_at),
+    last_used_at: row.last_used_at === null ? null : iso(row.last_used_at)
+  }
+}

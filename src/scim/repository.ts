@@ -1,0 +1,109 @@
+import type { Insertable, Selectable } from 'kysely'
+import type { ScimTokensTable, UsersTable } from '../../db/types.js'
+import type { FilterNode } from '../filter/index.js'
+import { scimUserFilter } from '../filter/index.js'
+import { EMAIL_COLUMNS, type EmailRow } from '../accounts/addresses.js'
+import { USER_COLUMNS, type UserRow } from '../accounts/users.js'
+import { foldedKey } from '../common/text.js'
+import type { Db, Trx } from '../database/index.js'
+import { locksRows } from '../database/transaction.js'
+
+export type ScimTokenRow = Omit<Selectable<ScimTokensTable>, 'token_hash' | 'created_by'>
+
+/** A user as SCIM shows it: the account's row, its directory's id, why it is banned, and every address. */
+export type ScimUserRow = UserRow & Pick<Selectable<UsersTable>, 'external_id' | 'ban_reason'> & { emails: EmailRow[] }
+
+const SCIM_TOKEN_COLUMNS = ['id', 'description', 'created_at', 'last_used_at'] as const
+
+export async function insertScimToken(db: Db, values: Insertable<ScimTokensTable>): Promise<number> {
+  const result = await db.insertInto('scim_tokens').values(values).executeTakeFirstOrThrow()
+  return Number(result.insertId)
+}
+
+export function findScimToken(db: Db, id: number): Promise<ScimTokenRow | undefined> {
+  return db.selectFrom('scim_tokens').select(SCIM_TOKEN_COLUMNS).where('id', '=', id).executeTakeFirst()
+}
+
+/** A page of SCIM tokens, newest first, before the id `before` (0: from the newest). */
+export function listScimTokens(db: Db, before: number, limit: number): Promise<ScimTokenRow[]> {
+  let q = db.selectFrom('scim_tokens').select(SCIM_TOKEN_COLUMNS).orderBy('id', 'desc').limit(limit)
+  if (before > 0) q = q.where('id', '<', before)
+  return q.execute()
+}
+
+export async function deleteScimToken(db: Db, id: number): Promise<boolean> {
+  const result = await db.deleteFrom('scim_tokens').where('id', '=', id).executeTakeFirst()
+  return Number(result.numDeletedRows) === 1
+}
+
+function selectScimUsers(db: Db | Trx) {
+  return db.selectFrom('users').leftJoin('emails', 'emails.primary_user_id', 'users.id')
+    .select([...USER_COLUMNS, 'users.external_id', 'users.ban_reason'])
+}
+
+/** The addresses of these users, in one query, grouped by user in the order they were added. */
+async function withEmails<R extends { id: number }>(db: Db | Trx, rows: R[]): Promise<Array<R & { emails: EmailRow[] }>> {
+  if (rows.length === 0) return []
+  const emails = await db.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', 'in', rows.map((r) => r.id)).orderBy('id').execute()
+  const byUser = new Map<number, EmailRow[]>()
+  for (const e of emails) byUser.set(e.user_id, [...(byUser.get(e.user_id) ?? []), e])
+  return rows.map((r) => ({ ...r, emails: byUser.get(r.id) ?? [] }))
+}
+
+export async function findScimUser(db: Db | Trx, id: number): Promise<ScimUserRow | undefined> {
+  const row = await selectScimUsers(db).where('users.id', '=', id).executeTakeFirst()
+  return row && (await withEmails(db, [row]))[0]
+}
+
+/** One page of the users a filter selects, in id order, from `offset`, and how many it selects in all. */
+export async function listScimUsers(db: Db, filter: FilterNode | undefined, offset: number, count: number): Promise<{ total: number; rows: ScimUserRow[] }> {
+  const where = filter ? scimUserFilter(filter) : undefined
+  let counting = db.selectFrom('users').select((eb) => eb.fn.countAll<number | string | bigint>().as('n'))
+  if (where) counting = counting.where(where)
+  const total = Number((await counting.executeTakeFirstOrThrow()).n)
+  if (count === 0 || offset >= total) return { total, rows: [] }
+  let page = selectScimUsers(db).orderBy('users.id').limit(count).offset(offset)
+  if (where) page = page.where(where)
+  return { total, rows: await withEmails(db, await page.execute()) }
+}
+
+/** The user holding this external id, locked (MySQL). */
+export async function userWithExternalId(trx: Trx, externalId: string): Promise<number | undefined> {
+  let q = trx.selectFrom('users').select('id').where('external_id', '=', externalId)
+  if (locksRows(trx)) q = q.forUpdate()
+  return (await q.executeTakeFirst())?.id
+}
+
+/** The user holding this address, if any (case-insensitive). */
+export async function userWithAddress(trx: Trx, address: string): Promise<number | undefined> {
+  let q = trx.selectFrom('emails').select('user_id').where('address_norm', '=', foldedKey(address))
+  if (locksRows(trx)) q = q.forUpdate()
+  return (await q.executeTakeFirst())?.user_id
+}
+
+export async function insertScimUser(trx: Trx, values: Insertable<UsersTable>): Promise<number> {
+  const result = await trx.insertInto('users').values(values).executeTakeFirstOrThrow()
+  return Number(result.insertId)
+}
+
+export async function deleteUserRow(trx: Trx, id: number): Promise<void> {
+  await trx.deleteFrom('users').where('id', '=', id).execute()
+}
+
+/** The active admins' ids, their rows locked (MySQL): the last one is never banned nor deleted. */
+export async function lockActiveAdmins(trx: Trx): Promise<number[]> {
+  let q = trx.selectFrom('users').select('id').where('role', '=', 'admin').where('status', '=', 'ACTIVE')
+  if (locksRows(trx)) q = q.forUpdate()
+  return (await q.execute()).map((r) => r.id)
+}
+
+/** The user's addresses, locked (MySQL). */
+export function lockAddresses(trx: Trx, userId: number): Promise<EmailRow[]> {
+  let q = trx.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', '=', userId).orderBy('id')
+  if (locksRows(trx)) q = q.forUpdate()
+  return q.execute()
+}
+
+export async function readBan(trx: Trx, userId: number) {
+  return trx.selectFrom('users').select(['external_id', 'ban_reason']).where('id', '=', userId).executeTakeFirstOrThrow()
+}

@@ -1,0 +1,319 @@
+import type { Updateable } from 'kysely'
+import type { UsersTable } from '../../db/types.js'
+import { SCIM_MAX_RESULTS } from '../../schemas/scim.js'
+import { claimingStale, deleteUserEmails, insertEmail, makePrimary, removeEmail, verifyAddress } from '../accounts/addresses.js'
+import { presentEmail, presentUser } from '../accounts/present.js'
+import { NO_PASSWORD, newToken, type Passwords } from '../accounts/secrets.js'
+import { endSessions } from '../accounts/sessions.js'
+import { findUserById, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
+import { EmailTaken, ExternalIdTaken, LastAdmin, scimTokenNotFound, userNotFound } from '../common/errors.js'
+import { foldedKey, MAX_NAME_LENGTH, sameMailbox, storedNameKey } from '../common/text.js'
+import { mustMatch, type Expected } from '../common/versions.js'
+import { isUniqueViolation } from '../database/errors.js'
+import type { Db, Trx } from '../database/index.js'
+import { inTransaction, written } from '../database/transaction.js'
+import { changedFields, recordEvent, type Cause } from '../events/record.js'
+import { parseFilter } from '../filter/index.js'
+import { invalidValue } from './errors.js'
+import { applyPatch } from './patch.js'
+import { presentScimUser, type ScimJson } from './present.js'
+import {
+  deleteScimToken, deleteUserRow, findScimToken, findScimUser, insertScimToken, insertScimUser, listScimTokens, listScimUsers, lockActiveAdmins,
+  lockAddresses, userWithExternalId, type ScimTokenRow, type ScimUserRow
+} from './repository.js'
+
+export interface ScimOptions {
+  /** UNVERIFIED_CLAIM_SECONDS: a stale unverified claim gives its address up, as in the API. */
+  claimSeconds: number
+}
+
+/** The ban a directory's deactivation sets, and the only one its reactivation lifts. */
+export const DEPROVISIONED = 'deprovisioned'
+
+/** What a SCIM body asks the user to be. */
+interface Desired {
+  userName: string
+  externalId: string | null
+  name: string
+  /** Every address the user is to have (userName among them); undefined: the others stay as they are. */
+  addresses: string[] | undefined
+  active: boolean
+  password: string | undefined
+}
+
+type Obj = Record<string, unknown>
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v)
+
+/** An address as Roster takes one: no white space, one @, a dot in the domain. */
+const ADDRESS = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
+
+function address(value: unknown, what: string): string {
+  if (typeof value !== 'string' || value.length > 254 || !ADDRESS.test(value)) {
+    throw invalidValue(`${what} must be an e-mail address (Roster's users are their addresses): ${JSON.stringify(value)}`)
+  }
+  return value
+}
+
+/** A boolean, or Entra ID's "True" and "False". */
+function bool(value: unknown, what: string): boolean {
+  if (typeof value === 'boolean') return value
+  if (typeof value === 'string' && /^(true|false)$/i.test(value)) return value.toLowerCase() === 'true'
+  throw invalidValue(`${what} must be true or false: ${JSON.stringify(value)}`)
+}
+
+const text = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined)
+const nameOf = (json: Obj | undefined) => (json && isObj(json.name) ? json.name : {})
+
+/**
+ * Roster's one name from a User: what changed of `name.formatted`, `displayName`, or the given and family names
+ * (joined), in that order; the name it had when none did. A new user without any is named by its address.
+ */
+function derivedName(next: Obj, prev: Obj | undefined, fallback: string): string {
+  const was = nameOf(prev)
+  const now = nameOf(next)
+  const formatted = text(now.formatted)
+  if (formatted && formatted !== text(was.formatted)) return formatted
+  const display = text(next.displayName)
+  if (display && display !== text(prev?.displayName)) return display
+  const given = text(now.givenName)
+  const family = text(now.familyName)
+  if ((given || family) && (given !== text(was.givenName) || family !== text(was.familyName))) return [given, family].filter(Boolean).join(' ')
+  return fallback
+}
+
+/** The user a SCIM User asks for, against what it was (`prev`, none for a creation). */
+function desiredFrom(next: Obj, prev: Obj | undefined): Desired {
+  let userName = address(next.userName, 'userName')
+  const emails = Array.isArray(next.emails) ? next.emails.filter(isObj) : undefined
+  const prevPrimary = typeof prev?.userName === 'string' ? prev.userName : undefined
+  // A change of the primary address through `emails` (Entra's `emails[type eq "work"].value`) moves userName with it.
+  const primary = emails?.find((e) => e.primary === true && typeof e.value === 'string')
+  if (prev && primary && prevPrimary !== undefined && sameMailbox(userName, prevPrimary) && !sameMailbox(primary.value as string, prevPrimary)) {
+    userName = address(primary.value, 'emails.value')
+  }
+  let addresses: string[] | undefined
+  if (emails) {
+    addresses = [userName]
+    for (const e of emails) {
+      const value = address(e.value, 'emails.value')
+      if (!addresses.some((a) => sameMailbox(a, value))) addresses.push(value)
+    }
+  }
+  const externalId = next.externalId === undefined || next.externalId === null ? null : next.externalId
+  if (externalId !== null && (typeof externalId !== 'string' || externalId.length === 0 || externalId.length > 255)) {
+    throw invalidValue('externalId must be a string of 1 to 255 characters')
+  }
+  const name = derivedName(next, prev, typeof prev?.displayName === 'string' ? prev.displayName : userName)
+  if ([...name].length > MAX_NAME_LENGTH) throw invalidValue(`The name is longer than ${MAX_NAME_LENGTH} characters`)
+  const active = next.active === undefined || next.active === null ? true : bool(next.active, 'active')
+  const password = next.password === undefined || next.password === null ? undefined : next.password
+  if (password !== undefined && (typeof password !== 'string' || password.length < 8 || password.length > 256)) {
+    throw invalidValue('password must be a string of 8 to 256 characters')
+  }
+  return { userName, externalId, name, addresses, active, password }
+}
+
+/** The User attributes a PUT names, by SCIM's names in any case, over the user as it is. */
+const PUT_ATTRIBUTES: Record<string, string> = {
+  username: 'userName', externalid: 'externalId', displayname: 'displayName', name: 'name', emails: 'emails', active: 'active', password: 'password'
+}
+
+function replaced(current: ScimJson, body: unknown): Obj {
+  if (!isObj(body)) throw invalidValue('The body is not a User')
+  const next: Obj = { ...current }
+  // A replacement names the name in full: the parts it leaves out are gone, so that a new given name is seen as new.
+  if (Object.keys(body).some((k) => k.toLowerCase() === 'name')) delete next.name
+  for (const [key, value] of Object.entries(body)) {
+    const attribute = PUT_ATTRIBUTES[key.toLowerCase()]
+    if (attribute) next[attribute] = value
+  }
+  return next
+}
+
+/**
+ * Provisioning from a company's directory (SCIM 2.0): users created, replaced, patched, deactivated and deleted
+ * with the same account functions, rules and events as the API's, under the actor the route gives (`scim`, or the
+ * admin). Addresses from the directory are taken as verified; a deactivation is a ban with the reason
+ * `deprovisioned`, which ends the user's sessions, and which a reactivation alone lifts.
+ */
+export class ScimService {
+  constructor(private readonly db: Db, private readonly passwords: Passwords, private readonly options: ScimOptions) {}
+
+  async list(filter: string | undefined, startIndex: number, count: number) {
+    const node = filter === undefined || filter.trim() === '' ? undefined : parseFilter(filter)
+    const start = Math.max(1, startIndex)
+    const size = Math.min(Math.max(0, count), SCIM_MAX_RESULTS)
+    const page = await listScimUsers(this.db, node, start - 1, size)
+    return { ...page, startIndex: start }
+  }
+
+  async get(id: number): Promise<ScimUserRow> {
+    const row = await findScimUser(this.db, id)
+    if (!row) throw userNotFound(`id ${id}`)
+    return row
+  }
+
+  async create(body: unknown, cause: Cause): Promise<ScimUserRow> {
+    if (!isObj(body)) throw invalidValue('The body is not a User')
+    const want = desiredFrom(body, undefined)
+    const passwordHash = want.password === undefined ? NO_PASSWORD : await this.passwords.hash(want.password)
+    try {
+      return await inTransaction(this.db, async (trx) => {
+        const now = Date.now()
+        if (want.externalId !== null && await userWithExternalId(trx, want.externalId) !== undefined) throw new ExternalIdTaken(want.externalId)
+        const ban = want.active ? {} : { ban_reason: DEPROVISIONED, banned_at: now, banned_by_type: cause.actor.type, banned_by_id: cause.actor.id }
+        const id = await insertScimUser(trx, {
+          name: want.name, name_search: storedNameKey(want.name), password_hash: passwordHash, external_id: want.externalId,
+          status: want.active ? 'ACTIVE' : 'BANNED', role: 'user', version: 1, created_at: now, updated_at: now, ...ban
+        })
+        const cutoff = this.cutoff(now)
+        await claimingStale(trx, want.userName, id, cutoff, cause, () => insertEmail(trx, id, want.userName, true, now, true))
+        await recordEvent(trx, cause, 'user.created', id, presentUser(written(await findUserById(trx, id), `user ${id}`), cause.base))
+        for (const extra of (want.addresses ?? []).filter((a) => !sameMailbox(a, want.userName))) await this.addAddress(trx, id, extra, now, cause)
+        return written(await findScimUser(trx, id), `user ${id}`)
+      })
+    } catch (err) {
+      if (want.externalId !== null && isUniqueViolation(err)) throw new ExternalIdTaken(want.externalId)
+      throw err
+    }
+  }
+
+  /** PUT: the attributes the body names replace the user's; those it leaves out stay. */
+  replace(id: number, body: unknown, expected: Expected, cause: Cause): Promise<ScimUserRow> {
+    return this.save(id, expected, cause, (current) => replaced(current, body))
+  }
+
+  /** PATCH: the operations applied to the user as it is, then saved as a replacement would be. */
+  patch(id: number, body: unknown, expected: Expected, cause: Cause): Promise<ScimUserRow> {
+    return this.save(id, expected, cause, (current) => applyPatch(current, body))
+  }
+
+  /** Deletes the user as an admin's DELETE /users/{id} does (`user.deleted`, its sessions ended, its addresses gone). */
+  async remove(id: number, expected: Expected, cause: Cause): Promise<void> {
+    await inTransaction(this.db, async (trx) => {
+      await keepAnAdmin(trx, id)
+      const row = await lockUserRow(trx, id)
+      mustMatch(row.version, expected)
+      await recordEvent(trx, cause, 'user.deleted', id, presentUser(row, cause.base))
+      await endSessions(trx, id, cause, 'user_deleted')
+      await deleteUserEmails(trx, id)
+      await deleteUserRow(trx, id)
+    })
+  }
+
+  private cutoff(now: number): number {
+    return now - this.options.claimSeconds * 1000
+  }
+
+  private async addAddress(trx: Trx, userId: number, value: string, now: number, cause: Cause): Promise<void> {
+    const emailId = await claimingStale(trx, value, userId, this.cutoff(now), cause, () => insertEmail(trx, userId, value, false, now, true))
+    await recordEvent(trx, cause, 'email.added', userId, presentEmail({
+      id: emailId, user_id: userId, address: value, primary_user_id: null, version: 1, created_at: now, verified_at: now
+    }, cause.base))
+  }
+
+  /**
+   * One change of a user from what `build` makes of it as SCIM shows it, in one transaction under the user's lock,
+   * each part written with the event the API writes for it: the name (user.updated), addresses added, verified,
+   * made primary and removed (email.*), the status (user.status_changed, ending the sessions of a deactivated
+   * user), the password (password.changed, ending its sessions).
+   */
+  private async save(id: number, expected: Expected, cause: Cause, build: (current: ScimJson) => Obj): Promise<ScimUserRow> {
+    const peek = await this.get(id)
+    const early = desiredFrom(build(presentScimUser(peek, cause.base)), presentScimUser(peek, cause.base))
+    const passwordHash = early.password === undefined ? undefined : await this.passwords.hash(early.password)
+    return inTransaction(this.db, async (trx) => {
+      if (!early.active) await keepAnAdmin(trx, id)
+      const locked = await lockUserRow(trx, id)
+      mustMatch(locked.version, expected)
+      const current = written(await findScimUser(trx, id), `user ${id}`)
+      const shown = presentScimUser(current, cause.base)
+      const want = desiredFrom(build(shown), shown)
+      const now = Date.now()
+      let before: UserRow = locked
+      /** Writes columns of the user and the event of that change, with the values it replaced. */
+      const change = async (columns: Updateable<UsersTable>, type: 'user.updated' | 'user.status_changed' | 'password.changed' | null) => {
+        await updateUserRow(trx, id, { ...columns, updated_at: now })
+        const after = written(await findUserById(trx, id), `user ${id}`)
+        if (type) {
+          const was = presentUser(before, cause.base)
+          const is = presentUser(after, cause.base)
+          await recordEvent(trx, cause, type, id, is, changedFields(was, is))
+        }
+        before = after
+      }
+
+      if (want.name !== current.name) await change({ name: want.name, name_search: storedNameKey(want.name) }, 'user.updated')
+      if (want.externalId !== current.external_id) {
+        if (want.externalId !== null) {
+          const holder = await userWithExternalId(trx, want.externalId)
+          if (holder !== undefined && holder !== id) throw new ExternalIdTaken(want.externalId)
+        }
+        // Not a field of the API's User: the version moves, no event tells it.
+        await change({ external_id: want.externalId }, null)
+      }
+      await this.placeAddresses(trx, id, want, now, cause)
+      before = written(await findUserById(trx, id), `user ${id}`)
+
+      const deprovisioned = current.status === 'BANNED' && current.ban_reason === DEPROVISIONED
+      if (!want.active && current.status === 'ACTIVE') {
+        await change({
+          status: 'BANNED', ban_reason: DEPROVISIONED, banned_at: now, banned_until: null, banned_by_type: cause.actor.type, banned_by_id: cause.actor.id
+        }, 'user.status_changed')
+        await endSessions(trx, id, cause, 'banned')
+      } else if (want.active && deprovisioned) {
+        await change({ status: 'ACTIVE', ban_reason: null, banned_at: null, banned_until: null, banned_by_type: null, banned_by_id: null }, 'user.status_changed')
+      }
+      if (passwordHash !== undefined && want.password !== undefined) {
+        await change({ password_hash: passwordHash, password_set_at: now }, 'password.changed')
+        await endSessions(trx, id, cause, 'password_changed')
+      }
+      return written(await findScimUser(trx, id), `user ${id}`)
+    }).catch((err: unknown) => {
+      if (isUniqueViolation(err) && early.externalId !== null) throw new ExternalIdTaken(early.externalId)
+      throw err
+    })
+  }
+
+  /** The user's addresses as wanted: new ones added verified, the primary moved to userName, those left out removed. */
+  private async placeAddresses(trx: Trx, id: number, want: Desired, now: number, cause: Cause): Promise<void> {
+    const wanted = want.addresses ?? [want.userName]
+    let held = await lockAddresses(trx, id)
+    for (const value of wanted) {
+      const row = held.find((e) => sameMailbox(e.address, value))
+      if (!row) await this.addAddress(trx, id, value, now, cause)
+      // The directory vouches for the address it names as the user's: the others keep their marks as they are.
+      else if (row.verified_at === null && sameMailbox(value, want.userName)) await verifyAddress(trx, id, row.id, now, cause)
+    }
+    held = await lockAddresses(trx, id)
+    const primary = held.find((e) => sameMailbox(e.address, want.userName))
+    if (!primary) throw new EmailTaken(want.userName)
+    if (primary.primary_user_id === null) await makePrimary(trx, primary, now, cause)
+    if (want.addresses) {
+      for (const row of held) {
+        if (!want.addresses.some((a) => foldedKey(a) === foldedKey(row.address))) await removeEmail(trx, { ...row, primary_user_id: null }, cause)
+      }
+    }
+  }
+
+  /** SCIM tokens: made (the token shown once, its SHA-256 kept), listed, deleted. */
+  async newToken(description: string, createdBy: number): Promise<ScimTokenRow & { token: string }> {
+    const { token, hash } = newToken()
+    const id = await insertScimToken(this.db, { token_hash: hash, description, created_by: createdBy, created_at: Date.now(), last_used_at: null })
+    return { ...written(await findScimToken(this.db, id), `SCIM token ${id}`), token }
+  }
+
+  listTokens(before: number, limit: number): Promise<ScimTokenRow[]> {
+    return listScimTokens(this.db, before, limit)
+  }
+
+  async deleteToken(id: number): Promise<void> {
+    if (!await deleteScimToken(this.db, id)) throw scimTokenNotFound(id)
+  }
+}
+
+/** LAST_ADMIN rather than leave no active admin; the admins locked before the user's row, as the API does. */
+async function keepAnAdmin(trx: Trx, id: number): Promise<void> {
+  const admins = await lockActiveAdmins(trx)
+  if (admins.includes(id) && admins.length <= 1) throw new LastAdmin()
+}

@@ -1,0 +1,319 @@
+import { createHash } from 'node:crypto'
+import t, { type Test } from 'tap'
+import type { App } from '../../src/app.js'
+import { adminUser, assertProblem, bearer, build, login, newUser } from '../helpers.js'
+
+const USER = 'urn:ietf:params:scim:schemas:core:2.0:User'
+const PATCH = 'urn:ietf:params:scim:api:messages:2.0:PatchOp'
+const ERROR = 'urn:ietf:params:scim:api:messages:2.0:Error'
+const LIST = 'urn:ietf:params:scim:api:messages:2.0:ListResponse'
+
+/** A SCIM token made by the admin, and the headers an identity provider sends with it. */
+async function scimToken(app: App, description = 'Directory') {
+  const admin = await adminUser(app)
+  const res = await app.inject({ method: 'POST', url: '/scim-tokens', headers: admin.headers, payload: { description } })
+  const body = res.json()
+  return { admin, id: body.id as number, token: body.token as string, headers: { ...bearer(body.token), 'content-type': 'application/scim+json' }, res }
+}
+
+type Scim = { headers: Record<string, string> }
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'
+const scim = (app: App, who: Scim, method: Method, url: string, body?: unknown, extra: Record<string, string> = {}) => app.inject({
+  method, url: `/scim/v2${url}`, headers: { 'content-type': 'application/scim+json', ...who.headers, ...extra },
+  ...(body === undefined ? {} : { payload: JSON.stringify(body) })
+})
+
+const byUserName = (name: string) => `/Users?filter=${encodeURIComponent(`userName eq "${name}"`)}`
+
+/** The events written about a user, oldest first, as `type actor.type`. */
+async function eventsOf(app: App, userId: number) {
+  const rows = await app.db.selectFrom('events').select(['type', 'actor_type', 'actor_id', 'data', 'previous'])
+    .where('user_id', '=', userId).orderBy('id').execute()
+  return rows.map((r) => ({
+    type: r.type, actor: { type: r.actor_type, id: r.actor_id }, data: JSON.parse(r.data), previous: r.previous === null ? null : JSON.parse(r.previous)
+  }))
+}
+
+type Answer = { statusCode: number; headers: Record<string, unknown>; body: string; json: () => any }
+function assertScimError(t: Test, res: Answer, status: number, scimType?: string) {
+  t.equal(res.statusCode, status, `status ${status} (${res.body.slice(0, 200)})`)
+  t.match(String(res.headers['content-type']), /^application\/scim\+json/)
+  const body = res.json()
+  t.same(body.schemas, [ERROR])
+  t.equal(body.status, String(status))
+  if (scimType) t.equal(body.scimType, scimType)
+  t.type(body.detail, 'string')
+}
+
+t.test('SCIM tokens: shown once, a hash kept, /scim/v2 only, revoked at once', async (t) => {
+  const app = await build(t)
+  const { admin, id, token, headers, res } = await scimToken(app, 'Okta, production')
+  t.equal(res.statusCode, 201)
+  t.match(res.json(), { id, href: `/scim-tokens/${id}`, description: 'Okta, production', last_used_at: null })
+  t.match(token, /^[A-Za-z0-9_-]{43}$/)
+  const stored = await app.db.selectFrom('scim_tokens').select('token_hash').where('id', '=', id).executeTakeFirstOrThrow()
+  t.equal(stored.token_hash, createHash('sha256').update(token).digest('hex'), 'only its SHA-256 is stored')
+
+  const list = await app.inject({ url: '/scim-tokens', headers: admin.headers })
+  t.equal(list.statusCode, 200)
+  t.equal(list.json().items.length, 1)
+  t.notOk('token' in list.json().items[0], 'never listed with its secret')
+
+  t.equal((await scim(app, { headers }, 'GET', '/ServiceProviderConfig')).statusCode, 200, 'opens /scim/v2')
+  const used = await app.inject({ url: '/scim-tokens', headers: admin.headers })
+  t.type(used.json().items[0].last_used_at, 'string', 'its last use is recorded')
+  for (const url of ['/users', `/users/${admin.id}`, '/events', '/scim-tokens']) {
+    assertProblem(t, await app.inject({ url, headers }), 401, 'UNAUTHENTICATED', `a SCIM token does not open ${url}`)
+  }
+  const user = await newUser(app)
+  assertScimError(t, await scim(app, user, 'GET', '/Users'), 401)
+  assertScimError(t, await scim(app, { headers: {} }, 'GET', '/Users'), 401)
+  t.equal((await scim(app, admin, 'GET', '/Users')).statusCode, 200, 'an admin\'s access token opens /scim/v2 too')
+
+  assertProblem(t, await app.inject({ method: 'POST', url: '/scim-tokens', headers: user.headers, payload: { description: 'x' } }), 401, 'FORBIDDEN', 'admins only')
+  t.equal((await app.inject({ method: 'DELETE', url: `/scim-tokens/${id}`, headers: admin.headers })).statusCode, 204)
+  assertScimError(t, await scim(app, { headers }, 'GET', '/Users'), 401)
+  assertProblem(t, await app.inject({ method: 'DELETE', url: `/scim-tokens/${id}`, headers: admin.headers }), 404, 'SCIM_TOKEN_NOT_FOUND')
+})
+
+t.test('discovery, content types, Groups', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  const config = await scim(app, idp, 'GET', '/ServiceProviderConfig')
+  t.match(String(config.headers['content-type']), /^application\/scim\+json/)
+  t.match(config.json(), {
+    patch: { supported: true }, filter: { supported: true, maxResults: 200 }, etag: { supported: true },
+    bulk: { supported: false }, sort: { supported: false }, changePassword: { supported: false }
+  })
+  t.match((await scim(app, idp, 'GET', '/ResourceTypes')).json(), { schemas: [LIST], totalResults: 1, Resources: [{ id: 'User', endpoint: '/Users', schema: USER }] })
+  t.match((await scim(app, idp, 'GET', '/Schemas')).json(), { totalResults: 1, Resources: [{ id: USER }] })
+  assertScimError(t, await scim(app, idp, 'GET', '/Groups'), 404)
+  assertScimError(t, await scim(app, idp, 'GET', '/Groups/1'), 404)
+  assertScimError(t, await scim(app, idp, 'POST', '/Groups', { displayName: 'Eng' }), 404)
+
+  const json = await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'plain@example.com' }, { 'content-type': 'application/json' })
+  t.equal(json.statusCode, 201, 'application/json is accepted')
+  assertScimError(t, await scim(app, idp, 'POST', '/Users', undefined, { 'content-type': 'application/scim+json' }), 400)
+  const broken = await app.inject({ method: 'POST', url: '/scim/v2/Users', headers: idp.headers, payload: '{"userName":' })
+  assertScimError(t, broken, 400, 'invalidSyntax')
+})
+
+t.test('Okta\'s sequence: look up, create, read, replace, deactivate, reactivate', async (t) => {
+  const app = await build(t)
+  const okta = await scimToken(app, 'Okta')
+  const actor = { type: 'scim', id: okta.id }
+
+  // Okta's connection test, then its check that the user does not exist yet.
+  const probe = await scim(app, okta, 'GET', '/Users?startIndex=1&count=2')
+  t.match(probe.json(), { schemas: [LIST], startIndex: 1 })
+  const none = await scim(app, okta, 'GET', `${byUserName('grace.hopper@navy.example')}&startIndex=1&count=100`)
+  t.equal(none.statusCode, 200)
+  t.same(none.json(), { schemas: [LIST], totalResults: 0, startIndex: 1, itemsPerPage: 0, Resources: [] })
+
+  const created = await scim(app, okta, 'POST', '/Users', {
+    schemas: [USER], userName: 'grace.hopper@navy.example', name: { givenName: 'Grace', familyName: 'Hopper' },
+    emails: [{ primary: true, value: 'grace.hopper@navy.example', type: 'work' }], displayName: 'Grace Hopper',
+    locale: 'en-US', externalId: '00u1okta7Gh', groups: [], password: 'cobol-forever-59', active: true
+  })
+  t.equal(created.statusCode, 201, created.body)
+  const user = created.json()
+  const id = Number(user.id)
+  t.match(user, {
+    schemas: [USER], id: String(id), externalId: '00u1okta7Gh', userName: 'grace.hopper@navy.example',
+    name: { formatted: 'Grace Hopper', givenName: 'Grace', familyName: 'Hopper' }, displayName: 'Grace Hopper',
+    emails: [{ value: 'grace.hopper@navy.example', type: 'work', primary: true }], active: true,
+    meta: { resourceType: 'User', location: `/scim/v2/Users/${id}`, version: 'W/"v1"' }
+  })
+  t.notOk('password' in user, 'the password is never returned')
+  t.equal(created.headers.location, `/scim/v2/Users/${id}`)
+  t.equal(created.headers.etag, 'W/"v1"')
+  const address = await app.db.selectFrom('emails').select('verified_at').where('user_id', '=', id).executeTakeFirstOrThrow()
+  t.ok(address.verified_at, 'an address from the directory is verified')
+  const session = await login(app, 'grace.hopper@navy.example', 'cobol-forever-59')
+  t.ok(session, 'the password given signs in')
+
+  // A retry of the same creation makes no second user.
+  assertScimError(t, await scim(app, okta, 'POST', '/Users', { schemas: [USER], userName: 'Grace.Hopper@navy.example', active: true }), 409, 'uniqueness')
+  assertScimError(t, await scim(app, okta, 'POST', '/Users', { schemas: [USER], userName: 'other@navy.example', externalId: '00u1okta7Gh' }), 409, 'uniqueness')
+  t.equal((await scim(app, okta, 'GET', byUserName('GRACE.HOPPER@navy.example'))).json().totalResults, 1, 'userName compares case-insensitively')
+
+  const read = await scim(app, okta, 'GET', `/Users/${id}`)
+  t.equal(read.statusCode, 200)
+  t.same(read.json(), user)
+
+  const replaced = await scim(app, okta, 'PUT', `/Users/${id}`, {
+    schemas: [USER], id: String(id), userName: 'grace.hopper@navy.example', name: { givenName: 'Grace', familyName: 'Brewster Hopper' },
+    emails: [{ primary: true, value: 'grace.hopper@navy.example', type: 'work' }], active: true, externalId: '00u1okta7Gh'
+  })
+  t.equal(replaced.statusCode, 200, replaced.body)
+  t.match(replaced.json(), { name: { formatted: 'Grace Brewster Hopper' }, displayName: 'Grace Brewster Hopper', active: true })
+
+  const deactivated = await scim(app, okta, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: false } }] })
+  t.equal(deactivated.statusCode, 200, deactivated.body)
+  t.equal(deactivated.json().active, false)
+  const banned = await app.db.selectFrom('users').select(['status', 'ban_reason', 'banned_by_type', 'banned_by_id', 'banned_at']).where('id', '=', id).executeTakeFirstOrThrow()
+  t.match(banned, { status: 'BANNED', ban_reason: 'deprovisioned', banned_by_type: 'scim', banned_by_id: okta.id })
+  t.ok(banned.banned_at)
+  assertProblem(t, await app.inject({ url: `/users/${id}`, headers: bearer(session) }), 401, 'UNAUTHENTICATED', 'the user\'s sessions ended at once')
+  t.equal(await app.db.selectFrom('sessions').select('id').where('user_id', '=', id).executeTakeFirst(), undefined, 'no session is left')
+  t.equal((await app.inject({ method: 'POST', url: '/auth/tokens', payload: { email: 'grace.hopper@navy.example', password: 'cobol-forever-59' } })).statusCode, 401, 'nor can it sign in')
+
+  const reactivated = await scim(app, okta, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: true } }] })
+  t.equal(reactivated.json().active, true)
+  const lifted = await app.db.selectFrom('users').select(['status', 'ban_reason']).where('id', '=', id).executeTakeFirstOrThrow()
+  t.same(lifted, { status: 'ACTIVE', ban_reason: null })
+  t.ok(await login(app, 'grace.hopper@navy.example', 'cobol-forever-59'), 'it signs in again')
+
+  const events = (await eventsOf(app, id)).filter((e) => e.type !== 'session.created')
+  t.same(events.map((e) => e.type), ['user.created', 'user.updated', 'user.status_changed', 'session.ended', 'user.status_changed'])
+  for (const e of events) t.same(e.actor, actor, `${e.type}: the scim actor`)
+  t.same(events[1]!.previous.name, 'Grace Hopper', 'user.updated keeps the name it replaced')
+  t.match(events[2]!.data, { status: 'BANNED' })
+  t.equal(events[3]!.data.reason, 'banned')
+})
+
+t.test('Entra ID\'s sequence: filter, create, Replace with strings and filters, nulls, delete', async (t) => {
+  const app = await build(t)
+  const entra = await scimToken(app, 'Entra ID')
+
+  const none = await scim(app, entra, 'GET', byUserName('alan@contoso.example'))
+  t.equal(none.json().totalResults, 0)
+  const created = await scim(app, entra, 'POST', '/Users', {
+    schemas: [USER, 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User'], externalId: 'alan', userName: 'alan@contoso.example', active: true,
+    emails: [{ primary: true, type: 'work', value: 'alan@contoso.example' }], meta: { resourceType: 'User' },
+    name: { formatted: 'Alan Turing', familyName: 'Turing', givenName: 'Alan' }, roles: [],
+    'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User': { department: 'Bletchley' }
+  })
+  t.equal(created.statusCode, 201, created.body)
+  const id = Number(created.json().id)
+  t.equal((await scim(app, entra, 'GET', `/Users?filter=${encodeURIComponent('externalId eq "alan"')}`)).json().Resources[0].id, String(id))
+
+  const session = await login(app, 'alan@contoso.example', 'unused').catch(() => undefined)
+  t.notOk(session, 'a user made without a password has none')
+
+  const renamed = await scim(app, entra, 'PATCH', `/Users/${id}`, {
+    schemas: [PATCH], Operations: [
+      { op: 'Replace', path: 'name.givenName', value: 'Alan M.' },
+      { op: 'Replace', path: 'emails[type eq "work"].value', value: 'turing@contoso.example' },
+      { op: 'Add', path: 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department', value: 'NPL' },
+      { op: 'Replace', path: 'name.familyName', value: null }
+    ]
+  })
+  t.equal(renamed.statusCode, 200, renamed.body)
+  t.match(renamed.json(), {
+    userName: 'turing@contoso.example', emails: [{ value: 'turing@contoso.example', primary: true, type: 'work' }], name: { formatted: 'Alan M.' }
+  })
+  t.equal(renamed.json().emails.length, 1, 'the former primary went with the replacement')
+
+  // Entra's activity change: a capitalised op, a string for the boolean.
+  const disabled = await scim(app, entra, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'Replace', path: 'active', value: 'False' }] })
+  t.equal(disabled.json().active, false)
+  const enabled = await scim(app, entra, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'Replace', path: 'active', value: 'True' }] })
+  t.equal(enabled.json().active, true)
+
+  const events = (await eventsOf(app, id)).filter((e) => e.type !== 'login.failed')
+  t.same(events.map((e) => e.type), [
+    'user.created', 'user.updated', 'email.added', 'email.primary_changed', 'email.removed', 'user.status_changed', 'user.status_changed'
+  ])
+  const former = events.find((e) => e.type === 'email.removed')!.data
+  t.same(events.find((e) => e.type === 'email.primary_changed')!.previous, { email_id: former.id, address: 'alan@contoso.example' }, 'the former primary')
+  t.match(events.find((e) => e.type === 'email.added')!.data, { address: 'turing@contoso.example', verified: true })
+  for (const e of events) t.same(e.actor, { type: 'scim', id: entra.id }, `${e.type}: the scim actor`)
+
+  const deleted = await scim(app, entra, 'DELETE', `/Users/${id}`)
+  t.equal(deleted.statusCode, 204)
+  assertScimError(t, await scim(app, entra, 'GET', `/Users/${id}`), 404)
+  t.equal((await eventsOf(app, id)).pop()!.type, 'user.deleted')
+  assertScimError(t, await scim(app, entra, 'DELETE', `/Users/${id}`), 404)
+})
+
+t.test('PATCH: addresses added, a secondary removed, the primary replaced through emails', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  const id = Number((await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'ada@example.com', displayName: 'Ada' })).json().id)
+
+  const added = await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'add', path: 'emails', value: [{ value: 'ada@home.example', type: 'home' }] }] })
+  t.same(added.json().emails.map((e: any) => [e.value, e.primary]), [['ada@example.com', true], ['ada@home.example', false]])
+  const removed = await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'emails[value eq "ada@home.example"]' }] })
+  t.same(removed.json().emails.map((e: any) => e.value), ['ada@example.com'])
+
+  const swapped = await scim(app, idp, 'PATCH', `/Users/${id}`, {
+    schemas: [PATCH], Operations: [{ op: 'replace', path: 'emails', value: [{ value: 'ada@example.com', primary: false }, { value: 'countess@example.com', primary: true }] }]
+  })
+  t.match(swapped.json(), { userName: 'countess@example.com' })
+  t.same(swapped.json().emails.map((e: any) => [e.value, e.primary]), [['ada@example.com', false], ['countess@example.com', true]])
+  const user = await app.inject({ url: `/users/${id}`, headers: (await adminUser(app)).headers })
+  t.equal(user.json().email, 'countess@example.com', 'the API sees the new primary')
+
+  const names = await scim(app, idp, 'PATCH', `/Users/${id}`, {
+    schemas: [PATCH], Operations: [{ op: 'replace', value: { displayName: 'Ada King', externalId: 'ada-1' } }, { op: 'replace', path: 'userName', value: 'ada@example.com' }]
+  })
+  t.match(names.json(), { displayName: 'Ada King', externalId: 'ada-1', userName: 'ada@example.com' })
+
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'userName', value: 'not an address' }] }), 400, 'invalidValue')
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'move', path: 'userName', value: 'a@b.example' }] }), 400, 'invalidSyntax')
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'emails[value eq "nobody@example.com"]' }] }), 400, 'noTarget')
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'id', value: '7' }] }), 400, 'mutability')
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'active', value: 'maybe' }] }), 400, 'invalidValue')
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [] }), 400, 'invalidSyntax')
+})
+
+t.test('errors, filters, paging, attributes', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  const other = await newUser(app, { email: 'taken@example.com' })
+  assertScimError(t, await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'taken@example.com' }), 409, 'uniqueness')
+  assertScimError(t, await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'nobody' }), 400, 'invalidValue')
+  assertScimError(t, await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('userName eq')), 400, 'invalidFilter')
+  assertScimError(t, await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('title eq "x"')), 400, 'invalidFilter')
+  assertScimError(t, await scim(app, idp, 'GET', '/Users/999999'), 404)
+  assertScimError(t, await scim(app, idp, 'GET', '/Users/abc'), 404)
+  const id = Number((await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'mine@example.com' })).json().id)
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'add', path: 'emails', value: [{ value: 'taken@example.com' }] }] }), 409, 'uniqueness')
+  t.equal((await app.inject({ url: `/users/${other.id}`, headers: other.headers })).json().email, 'taken@example.com', 'the holder keeps it')
+
+  for (let i = 0; i < 4; i++) await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: `page${i}@example.com`, active: i % 2 === 0 })
+  const page = await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('userName sw "page"') + '&startIndex=2&count=2')
+  t.match(page.json(), { totalResults: 4, startIndex: 2, itemsPerPage: 2 })
+  t.same(page.json().Resources.map((r: any) => r.userName), ['page1@example.com', 'page2@example.com'])
+  const inactive = await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('active eq false and emails[type eq "work" and value co "page"]'))
+  t.same(inactive.json().Resources.map((r: any) => r.userName), ['page1@example.com', 'page3@example.com'])
+  const narrow = await scim(app, idp, 'GET', `/Users?filter=${encodeURIComponent('userName eq "page0@example.com"')}&attributes=userName,name.givenName`)
+  t.same(narrow.json().Resources[0], { schemas: [USER], id: narrow.json().Resources[0].id, userName: 'page0@example.com', name: { givenName: 'page0@example.com' } })
+  const without = await scim(app, idp, 'GET', `/Users/${id}?excludedAttributes=emails,meta`)
+  t.notOk('emails' in without.json())
+  t.notOk('meta' in without.json())
+  t.equal(without.json().id, String(id))
+  t.equal((await scim(app, idp, 'GET', '/Users?count=500')).json().itemsPerPage <= 200, true, 'count is capped at 200')
+})
+
+t.test('ETags: meta.version, If-Match, 412 on a stale one', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  const created = await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'etag@example.com' })
+  const id = created.json().id
+  const tag = created.headers.etag as string
+  t.equal(created.json().meta.version, tag)
+  const changed = await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'displayName', value: 'E. Tag' }] }, { 'if-match': tag })
+  t.equal(changed.statusCode, 200)
+  t.not(changed.headers.etag, tag)
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'displayName', value: 'Stale' }] }, { 'if-match': tag }), 412)
+  assertScimError(t, await scim(app, idp, 'PUT', `/Users/${id}`, { schemas: [USER], userName: 'etag@example.com' }, { 'if-match': tag }), 412)
+  assertScimError(t, await scim(app, idp, 'DELETE', `/Users/${id}`, undefined, { 'if-match': tag }), 412)
+  t.equal((await scim(app, idp, 'GET', `/Users/${id}`)).json().displayName, 'E. Tag', 'nothing stale was written')
+  const notModified = await scim(app, idp, 'GET', `/Users/${id}`, undefined, { 'if-none-match': changed.headers.etag as string })
+  t.equal(notModified.statusCode, 304)
+  t.equal((await scim(app, idp, 'DELETE', `/Users/${id}`, undefined, { 'if-match': changed.headers.etag as string })).statusCode, 204)
+})
+
+t.test('an admin\'s token acts as the admin; the last admin is kept', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const created = await scim(app, admin, 'POST', '/Users', { schemas: [USER], userName: 'by-admin@example.com' })
+  t.equal(created.statusCode, 201)
+  const events = await eventsOf(app, Number(created.json().id))
+  t.same(events[0]!.actor, { type: 'admin', id: admin.id })
+  const off = await scim(app, admin, 'PATCH', `/Users/${admin.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: false } }] })
+  assertScimError(t, off, 409)
+  assertScimError(t, await scim(app, admin, 'DELETE', `/Users/${admin.id}`), 409)
+})
