@@ -2,6 +2,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox'
 import { Href, Id, Limit, Timestamp } from './common.js'
 import { Email } from './email.js'
 import { ref, stringEnum } from './ref.js'
+import { Metadata } from './metadata.js'
 import { Session } from './session.js'
 import { User } from './user.js'
 
@@ -9,19 +10,20 @@ import { User } from './user.js'
 export const EVENT_TYPES = [
   'user.created', 'user.updated', 'user.status_changed', 'user.role_changed', 'user.deleted',
   'email.added', 'email.changed', 'email.verified', 'email.removed', 'email.primary_changed',
-  'password.changed', 'password.reset', 'session.created', 'session.ended', 'login.failed', 'users.exported'
+  'password.changed', 'password.reset', 'session.created', 'session.ended', 'login.failed', 'users.exported',
+  'user.metadata_changed'
 ] as const
 
 export const EventType = stringEnum(EVENT_TYPES, { $id: 'EventType', description: 'What changed' })
 export type EventType = Static<typeof EventType>
 
-export const ACTOR_TYPES = ['user', 'admin', 'anonymous', 'system', 'scim'] as const
+export const ACTOR_TYPES = ['user', 'admin', 'anonymous', 'system'] as const
 export type ActorType = (typeof ACTOR_TYPES)[number]
 
 export const Actor = Type.Object(
   {
-    type: stringEnum(ACTOR_TYPES, { description: 'user: the user itself; admin: an admin (id); anonymous: a request without a caller (sign-up, a mailed token, a refresh token); system: the service itself; scim: an identity provider through SCIM (id: its SCIM token)' }),
-    id: Type.Union([Id, Type.Null()], { description: 'The user or admin who made the change, or the SCIM token; null for anonymous and system' })
+    type: stringEnum(ACTOR_TYPES, { description: 'user: the user itself; admin: an admin (id); anonymous: a request without a caller (sign-up, a mailed token, a refresh token); system: the service itself' }),
+    id: Type.Union([Id, Type.Null()], { description: 'The user or admin who made the change; null for anonymous and system' })
   },
   { $id: 'Actor', description: 'Who made the change' }
 )
@@ -51,10 +53,10 @@ export const Event = Type.Object(
     request_id: Type.Union([Type.String(), Type.Null()], { description: 'The X-Request-Id of the request that caused it; null for the service\'s own changes' }),
     data: Type.Object({}, {
       additionalProperties: true,
-      description: 'The resource as the API presents it after the change: a User, an E-mail, or a Session with `reason` (session.ended); for user.deleted and email.removed, as it was just before; for login.failed, `{ email, client }`'
+      description: 'The resource as the API presents it after the change: a User, an E-mail, a Metadata (user.metadata_changed; `private` only to admins), or a Session with `reason` (session.ended); for user.deleted and email.removed, as it was just before; for login.failed, `{ email, client }`'
     }),
     previous: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
-      description: 'The changed fields\' values before the change; null for a creation or a removal. For email.primary_changed, `{ email_id, address }` of the former primary'
+      description: 'The changed fields\' values before the change; null for a creation or a removal. For email.primary_changed, `{ email_id, address }` of the former primary; for user.metadata_changed, per part the changed keys\' former values (null: absent before)'
     })
   },
   { $id: 'Event', description: 'One change, written in the transaction that made it; it never holds a password, token, code or their hashes' }
@@ -114,7 +116,7 @@ const DATA_OF: Record<EventType, TSchema> = {
   'email.added': ref(Email), 'email.changed': ref(Email), 'email.verified': ref(Email), 'email.removed': ref(Email), 'email.primary_changed': ref(Email),
   'password.changed': ref(User), 'password.reset': ref(User),
   'session.created': ref(Session), 'session.ended': ref(EndedSession), 'login.failed': ref(FailedLogin),
-  'users.exported': ref(ExportedUsers)
+  'users.exported': ref(ExportedUsers), 'user.metadata_changed': ref(Metadata)
 }
 
 /** The component name of an event type's schema: `user.created` → `UserCreatedEvent`. */

@@ -1,10 +1,10 @@
 import { Actor, EndedSession, Event, EventCollection, EventType, ExportedUsers, FailedLogin, TypedEvents } from './event.js'
 import { Import, ImportCollection, ImportErrorCollection, ImportFormat, ImportLine, ImportLineError, ImportStatus } from './import.js'
+import { Metadata, MetadataPatch, MetadataReplacement } from './metadata.js'
 import { Session, SessionCollection } from './session.js'
 import {
   Delivery, DeliveryCollection, DeliveryStatus, NewWebhook, Webhook, WebhookCollection, WebhookReplacement, WebhookSecret, WebhookWithSecret
 } from './webhook.js'
-import { scimSchemas } from './scim.js'
 import { Token, TokenRequest } from './token.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from './email.js'
 import { EmailCodeAccepted, EmailCodeRequest, EmailRevert, EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from './verification.js'
@@ -19,7 +19,7 @@ export const sharedSchemas = [
   EmailVerification, EmailRevert, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm, EmailCodeRequest, EmailCodeAccepted,
   Session, SessionCollection, TokenRequest, Token,
   EventType, Actor, Event, EventCollection, EndedSession, FailedLogin, ExportedUsers, ...TypedEvents,
+  Metadata, MetadataPatch, MetadataReplacement,
   ImportFormat, ImportStatus, Import, ImportCollection, ImportLineError, ImportErrorCollection, ImportLine,
-  Webhook, WebhookWithSecret, NewWebhook, WebhookReplacement, WebhookSecret, WebhookCollection, DeliveryStatus, Delivery, DeliveryCollection,
-  ...scimSchemas
+  Webhook, WebhookWithSecret, NewWebhook, WebhookReplacement, WebhookSecret, WebhookCollection, DeliveryStatus, Delivery, DeliveryCollection
 ]

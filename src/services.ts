@@ -6,6 +6,7 @@ import { sharedSecret } from './database/app-secrets.js'
 import { meetsOwasp, Passwords } from './accounts/secrets.js'
 import { EmailsService } from './emails/service.js'
 import { FeedService } from './feed/service.js'
+import { MetadataService } from './users/metadata-service.js'
 import { SessionsService } from './sessions/service.js'
 import { UsersService } from './users/service.js'
 import { VerificationService } from './verification/service.js'
@@ -13,6 +14,7 @@ import { WebhooksService } from './webhooks/service.js'
 
 export interface Services {
   users: UsersService
+  metadata: MetadataService
   emails: EmailsService
   sessions: SessionsService
   verification: VerificationService
@@ -57,6 +59,7 @@ async function services(app: FastifyInstance): Promise<void> {
     users: new UsersService(db, passwords, limits.guard, addressMail, {
       signupOpen: config.SIGNUP_OPEN, claimSeconds, reauthMaxAgeSeconds: config.REAUTH_MAX_AGE_SECONDS
     }),
+    metadata: new MetadataService(db, { maxBytes: config.METADATA_MAX_BYTES }),
     emails: new EmailsService(db, addressMail, { maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL, claimSeconds }),
     verification: new VerificationService(db, passwords, addressMail, limits.guard, codes, {
       resendSeconds: config.VERIFICATION_RESEND_SECONDS, resetAnswerMs: RESET_ANSWER_MS, claimSeconds

@@ -14,7 +14,7 @@ export class DomainError extends Error {
 
 /** The request itself is wrong: a field, a filter, a cursor, a body that cannot be read. */
 export class InvalidInput extends DomainError {
-  constructor(detail: string, readonly errors: FieldError[] = [], code: 'VALIDATION_FAILED' | 'INVALID_FILTER' | 'INVALID_CURSOR' | 'INVALID_TOKEN' | 'INVALID_WEBHOOK_URL' | 'UNSUPPORTED_HASH' = 'VALIDATION_FAILED') {
+  constructor(detail: string, readonly errors: FieldError[] = [], code: 'VALIDATION_FAILED' | 'INVALID_FILTER' | 'INVALID_CURSOR' | 'INVALID_TOKEN' | 'INVALID_WEBHOOK_URL' | 'UNSUPPORTED_HASH' | 'METADATA_TOO_LARGE' = 'VALIDATION_FAILED') {
     super(code, detail)
   }
 }
@@ -35,13 +35,6 @@ export class Conflict extends DomainError {}
 export class EmailTaken extends Conflict {
   constructor(address: string) {
     super('EMAIL_TAKEN', `The address ${address} belongs to a user already`)
-  }
-}
-
-/** Another user has this id of the directory it came from (users.external_id is unique). */
-export class ExternalIdTaken extends Conflict {
-  constructor(externalId: string) {
-    super('EXTERNAL_ID_TAKEN', `The externalId ${externalId} belongs to another user already`)
   }
 }
 
@@ -80,6 +73,13 @@ export class InvalidToken extends InvalidInput {
 export class UnsupportedHash extends InvalidInput {
   constructor(detail: string) {
     super(`Unsupported password hash: ${detail}`, [], 'UNSUPPORTED_HASH')
+  }
+}
+
+/** A part of a user's metadata past METADATA_MAX_BYTES or nested deeper than allowed. */
+export class MetadataTooLarge extends InvalidInput {
+  constructor(path: string, message: string) {
+    super(`${path.slice(1)} ${message}`, [{ path, in: 'body', message }], 'METADATA_TOO_LARGE')
   }
 }
 
@@ -177,7 +177,6 @@ export class UnsupportedMediaType extends DomainError {
 
 export const userNotFound = (what: string) => new NotFound('USER_NOT_FOUND', `No user has ${what}`)
 export const emailNotFound = (detail: string) => new NotFound('EMAIL_NOT_FOUND', detail)
-export const scimTokenNotFound = (id: number) => new NotFound('SCIM_TOKEN_NOT_FOUND', `No SCIM token has id ${id}`)
 export const importNotFound = (id: number) => new NotFound('IMPORT_NOT_FOUND', `No import has id ${id}`)
 export const invalidField = (path: string, where: NonNullable<FieldError['in']>, message: string, detail = `${path.slice(1)} ${message}`) =>
   new InvalidInput(detail, [{ path, in: where, message }])

@@ -9,11 +9,13 @@ export async function countUsers(db: Reader): Promise<number> {
   return Number(row.n)
 }
 
-/** The next users after `after`, by id, with what an export writes of them. */
+/** The next users after `after`, by id, with what an export writes of them, their metadata joined (null: none). */
 export function usersAfter(db: Reader, after: number, limit: number) {
   return db.selectFrom('users')
-    .select(['id', 'external_id', 'name', 'password_hash', 'status', 'role', 'created_at'])
-    .where('id', '>', after).orderBy('id').limit(limit).execute()
+    .leftJoin('user_metadata as m', 'm.user_id', 'users.id')
+    .select(['users.id', 'users.external_id', 'users.name', 'users.password_hash', 'users.status', 'users.role', 'users.created_at',
+      'm.public as public_metadata', 'm.private as private_metadata', 'm.unsafe as unsafe_metadata'])
+    .where('users.id', '>', after).orderBy('users.id').limit(limit).execute()
 }
 
 /** The addresses of these users, in each user's order. */

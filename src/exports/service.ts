@@ -7,6 +7,9 @@ import { inTransaction } from '../database/transaction.js'
 import { recordEvent, type Cause } from '../events/record.js'
 import { addressesOf, usersAfter } from './repository.js'
 
+/** A stored metadata part (compact JSON of an object written by accounts/metadata.ts), or an empty one. */
+const part = (text: string | null): Record<string, unknown> => text === null ? {} : JSON.parse(text) as Record<string, unknown>
+
 export interface ExportsOptions {
   /** A consistent read of the database for the whole export (database/snapshot.ts). */
   snapshot: () => Promise<Snapshot>
@@ -53,7 +56,7 @@ export class ExportsService {
               status: u.status,
               role: u.role,
               created_at: isoTimestamp(u.created_at),
-              metadata: { public: {}, private: {}, unsafe: {} }
+              metadata: { public: part(u.public_metadata), private: part(u.private_metadata), unsafe: part(u.unsafe_metadata) }
             }
             if (includeHashes) line.password_hash = u.password_hash === NO_PASSWORD ? null : u.password_hash
             chunk += JSON.stringify(line) + '\n'

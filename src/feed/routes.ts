@@ -5,6 +5,8 @@ import { ref } from '../../schemas/ref.js'
 import { typesOf } from '../events/types.js'
 import { collection, problems } from '../http/responses.js'
 import { presentEvent } from '../events/present.js'
+import { callerOf } from '../auth/steps.js'
+import type { Event } from '../../schemas/event.js'
 
 const tags = ['events']
 
@@ -13,6 +15,14 @@ const typeFilter = (patterns: string[] | undefined) =>
   patterns === undefined ? undefined : typesOf(patterns, { in: 'query', path: '/type', code: 'INVALID_FILTER' })
 
 /** The feed of events, and a user's own activity. */
+/** An event as a plain user may see it: never `private` metadata, in `data` or in `previous`, whatever the type. */
+function withoutPrivate(event: Event): Event {
+  const { private: _data, ...data } = event.data as Record<string, unknown>
+  if (event.previous === null) return { ...event, data }
+  const { private: _previous, ...previous } = event.previous as Record<string, unknown>
+  return { ...event, data, previous }
+}
+
 const feed: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
   const service = app.services.feed
@@ -44,13 +54,14 @@ const feed: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'listUserEvents', tags, summary: 'A user\'s recent activity, newest first',
-      description: 'The account\'s own events (sign-ins, failed sign-ins, sessions ended, password and address changes), newest first, so an app can show recent security activity.',
+      description: 'The account\'s own events (sign-ins, failed sign-ins, sessions ended, password, address and metadata changes), newest first, so an app can show recent security activity. A plain user never sees `private` metadata in them.',
       params: UserParams, querystring: UserEventQuery,
       response: { 200: ref(EventCollection), ...problems([400, 'VALIDATION_FAILED', 'INVALID_FILTER', 'INVALID_CURSOR'], 401, [404, 'USER_NOT_FOUND']) }
     }
   }, async (request, reply) => {
     const q = request.query
     const userId = request.params.user_id
+    const admin = callerOf(request).role === 'admin'
     const limit = q.limit ?? PAGE_SIZE
     const params: Array<[string, string]> = []
     for (const t of q.type ?? []) params.push(['type', t])
@@ -59,7 +70,7 @@ const feed: FastifyPluginAsyncTypebox = async (app) => {
       base, path: `/users/${userId}/events`, params, limit, cursor: q.after, cursorParam: 'after',
       rows: await service.activity(userId, typeFilter(q.type), q.after, limit),
       nextCursor: (last) => last.public_id,
-      present: presentEvent
+      present: admin ? presentEvent : (row) => withoutPrivate(presentEvent(row))
     })
   })
 }

@@ -1,7 +1,8 @@
 import { sql, type RawBuilder, type SqlBool } from 'kysely'
 import { parse, type Compare, type Filter } from 'scim2-parse-filter'
-import { InvalidInput } from '../common/errors.js'
+import { Forbidden, InvalidInput } from '../common/errors.js'
 import { foldedKey } from '../common/text.js'
+import type { DialectName } from '../database/index.js'
 import { likeEscape } from '../database/sql.js'
 
 /**
@@ -84,26 +85,80 @@ function terms(node: Filter): number {
   return 1
 }
 
+/** Who filters, on which engine: metadata is compared with the engine's own JSON functions, `private` by admins only. */
+export interface RosterFilterOptions {
+  engine: DialectName
+  admin: boolean
+}
+
 /** The filter over Roster's names (`GET /users?filter=`), as a condition on `users`. */
-export const rosterUserFilter = (node: FilterNode) => condition(node, ROSTER, false)
+export const rosterUserFilter = (node: FilterNode, options: RosterFilterOptions) => condition(node, ROSTER, false, options)
 
 /** The filter over SCIM's names (`/scim/v2/Users?filter=`), case-insensitive in its names as SCIM says. */
-export const scimUserFilter = (node: FilterNode) => condition(node, SCIM, true)
+export const scimUserFilter = (node: FilterNode) => condition(node, SCIM, true, undefined)
 
-function condition(node: Filter, names: Record<string, Kind>, scim: boolean): RawBuilder<SqlBool> {
+function condition(node: Filter, names: Record<string, Kind>, scim: boolean, options: RosterFilterOptions | undefined): RawBuilder<SqlBool> {
   switch (node.op) {
     case 'and':
     case 'or': {
-      const parts = node.filters.map((f) => condition(f, names, scim))
+      const parts = node.filters.map((f) => condition(f, names, scim, options))
       return sql<SqlBool>`(${sql.join(parts, node.op === 'and' ? sql` and ` : sql` or `)})`
     }
     case 'not':
-      return sql<SqlBool>`(not ${condition(node.filter, names, scim)})`
+      return sql<SqlBool>`(not ${condition(node.filter, names, scim, options)})`
     case '[]':
       return valuePath(node.attrPath, node.valFilter, scim)
-    default:
+    default: {
+      const meta = options && METADATA_PATH.exec(node.attrPath)
+      if (meta) return metadata(node, meta[1] as 'public' | 'private', meta[2]!, options)
       return compare(node, kindOf(node.attrPath, names, scim))
+    }
   }
+}
+
+/** `metadata.public.<key>` / `metadata.private.<key>`: a key of the part, in the characters a JSON path takes unquoted. */
+const METADATA_PATH = /^metadata\.(public|private)\.([A-Za-z0-9_-]{1,64})$/
+
+/** The JSON types a value is compared as, as each engine names them (MySQL's JSON_TYPE, SQLite's json_type). */
+const JSON_TYPES = {
+  mysql: { string: ['STRING'], number: ['INTEGER', 'UNSIGNED INTEGER', 'DOUBLE', 'DECIMAL'], null: 'NULL' },
+  sqlite: { string: ['text'], number: ['integer', 'real'], null: 'null' }
+} as const
+
+/**
+ * A comparison of the JSON value at a key of a metadata part. No index serves it: it is a scan of the users the
+ * other filters leave (each user's metadata row read by its key), bounded like every statement by DB_TIMEOUT_MS.
+ * A value compares only with a value of its JSON type (a string with a string, a number with a number); `ne` and
+ * `eq null` also match users without the key. Plain users naming `private` are refused (FORBIDDEN), as everywhere.
+ */
+function metadata(node: Compare | { op: 'pr'; attrPath: string }, part: 'public' | 'private', key: string, options: RosterFilterOptions): RawBuilder<SqlBool> {
+  if (part === 'private' && !options.admin) throw new Forbidden('Only an admin may filter on private metadata')
+  const mysql = options.engine === 'mysql'
+  const types = JSON_TYPES[options.engine]
+  const column = sql.ref(`fm.${part}`)
+  const path = `$."${key}"`
+  const type = mysql ? sql`json_type(json_extract(${column}, ${path}))` : sql`json_type(${column}, ${path})`
+  const value = mysql ? sql`json_unquote(json_extract(${column}, ${path}))` : sql`json_extract(${column}, ${path})`
+  const exists = (cond: RawBuilder<unknown>) => sql<SqlBool>`exists (select 1 from user_metadata as fm where fm.user_id = users.id and ${cond})`
+  const present = exists(sql`${type} is not null and ${type} <> ${types.null}`)
+  const oneOf = (names: readonly string[]) => sql`${type} in (${sql.join(names.map((n) => sql`${n}`))})`
+  if (node.op === 'pr') return present
+  const v = node.compValue
+  if (v === null) {
+    if (node.op !== 'eq' && node.op !== 'ne') throw invalidFilter(`The filter compares ${node.attrPath} with null: only eq and ne`)
+    return node.op === 'eq' ? sql<SqlBool>`(not ${present})` : present
+  }
+  if (node.op === 'ne') return sql<SqlBool>`(not ${metadata({ ...node, op: 'eq' }, part, key, options)})`
+  if (typeof v === 'boolean') {
+    if (node.op !== 'eq') throw invalidFilter(`The filter compares the boolean ${node.attrPath} with ${node.op}: only eq and ne`)
+    return exists(mysql ? sql`${type} = 'BOOLEAN' and ${value} = ${v ? 'true' : 'false'}` : sql`${type} = ${v ? 'true' : 'false'}`)
+  }
+  if (typeof v === 'number') {
+    if (node.op === 'co' || node.op === 'sw' || node.op === 'ew') throw invalidFilter(`The filter compares the number ${node.attrPath} with ${node.op}`)
+    const number = mysql ? sql`(${value} + 0)` : value
+    return exists(sql`${oneOf(types.number)} and ${number} ${sql.raw(OPERATORS[node.op])} ${v}`)
+  }
+  return exists(sql`${oneOf(types.string)} and ${text(node, value, false)}`)
 }
 
 function kindOf(path: string, names: Record<string, Kind>, scim: boolean): Kind {

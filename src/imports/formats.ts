@@ -8,6 +8,7 @@ import type { UserRole, UserStatus } from '../../schemas/user.js'
 import { fromAuth0Custom, fromFirebase, parsePasswordHash } from '../accounts/password-hashes.js'
 import { DomainError } from '../common/errors.js'
 import { jsonDepth } from '../common/json-depth.js'
+import { METADATA_MAX_DEPTH } from '../accounts/metadata.js'
 import { foldedKey } from '../common/text.js'
 
 /** A user as a line of any format brings it: what an import creates, or sets on a user already here. */
@@ -22,6 +23,8 @@ export interface Incoming {
   status: UserStatus | null
   role: UserRole | null
   createdAt: number | null
+  /** The parts the line gives (merged into the user's on an update); a part not given is left out. */
+  metadata: Partial<Record<'public' | 'private' | 'unsafe', Record<string, unknown>>>
 }
 
 /** Why a line fails: a code of the import's error report, a detail, and what of the line could be read. */
@@ -31,17 +34,17 @@ export class LineError extends Error {
   }
 }
 
-/** METADATA_MAX_BYTES's default, and the deepest a part may nest: what the metadata of the API allows. */
-const METADATA_MAX_BYTES = 8192
-const METADATA_MAX_DEPTH = 10
-
-/** Each part of a line's metadata within the limits the API sets, or METADATA_TOO_LARGE. */
-function checkMetadata(parts: Record<string, unknown> | undefined, email: string | null, externalId: string | null): void {
-  for (const [name, part] of Object.entries(parts ?? {})) {
+/** Each part of a line's metadata within the limits the API sets (METADATA_MAX_BYTES), or METADATA_TOO_LARGE. */
+function checkMetadata(parts: Incoming['metadata'], maxBytes: number, email: string | null, externalId: string | null): Incoming['metadata'] {
+  const given: Incoming['metadata'] = {}
+  for (const name of ['public', 'private', 'unsafe'] as const) {
+    const part = parts[name]
     if (part === undefined) continue
     if (jsonDepth(part) > METADATA_MAX_DEPTH) throw new LineError('METADATA_TOO_LARGE', `/metadata/${name}: nests deeper than ${METADATA_MAX_DEPTH}`, email, externalId)
-    if (Buffer.byteLength(JSON.stringify(part)) > METADATA_MAX_BYTES) throw new LineError('METADATA_TOO_LARGE', `/metadata/${name}: is larger than ${METADATA_MAX_BYTES} bytes`, email, externalId)
+    if (Buffer.byteLength(JSON.stringify(part)) > maxBytes) throw new LineError('METADATA_TOO_LARGE', `/metadata/${name}: is larger than ${maxBytes} bytes`, email, externalId)
+    given[name] = part
   }
+  return given
 }
 
 /** Firebase's hash parameters, as the import was given them. */
@@ -81,7 +84,9 @@ const Auth0Line = Type.Object({
   password_hash: Type.Optional(Type.String({ minLength: 1, maxLength: 1024 })),
   custom_password_hash: Type.Optional(Type.Object({}, { additionalProperties: true })),
   app_metadata: Type.Optional(Type.Object({}, { additionalProperties: true })),
-  user_metadata: Type.Optional(Type.Object({}, { additionalProperties: true }))
+  user_metadata: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  public_metadata: Type.Optional(Type.Object({}, { additionalProperties: true })),
+  private_metadata: Type.Optional(Type.Object({}, { additionalProperties: true }))
 })
 const validAuth0 = compile(Auth0Line)
 
@@ -155,7 +160,7 @@ function timeOf(value: string | number | undefined, email: string | null, extern
   return at
 }
 
-function roster(record: unknown): Incoming {
+function roster(record: unknown, maxBytes: number): Incoming {
   if (!validRoster(record)) throw new LineError('VALIDATION_FAILED', firstError(validRoster.errors))
   const line = record as ImportLine
   const externalId = line.external_id ?? null
@@ -164,7 +169,7 @@ function roster(record: unknown): Incoming {
   if (given.length === 0) throw new LineError('VALIDATION_FAILED', '/emails: at least one address is required', null, externalId)
   const emails = addresses(given, externalId)
   const primary = emails.find((e) => e.primary)!.address
-  checkMetadata(line.metadata, primary, externalId)
+  const metadata = checkMetadata(line.metadata ?? {}, maxBytes, primary, externalId)
   return {
     externalId,
     name: nameOf(line.name, primary, externalId),
@@ -172,16 +177,20 @@ function roster(record: unknown): Incoming {
     passwordHash: line.password_hash ? hashOf(() => parsePasswordHash(line.password_hash!), primary, externalId) : null,
     status: line.status ?? null,
     role: line.role ?? null,
-    createdAt: timeOf(line.created_at, primary, externalId)
+    createdAt: timeOf(line.created_at, primary, externalId),
+    metadata
   }
 }
 
-function auth0(record: unknown): Incoming {
+function auth0(record: unknown, maxBytes: number): Incoming {
   if (!validAuth0(record)) throw new LineError('VALIDATION_FAILED', firstError(validAuth0.errors))
   const line = record as typeof Auth0Line.static
   const externalId = line.user_id ?? null
   const emails = addresses([{ address: line.email, verified: line.email_verified === true, primary: true }], externalId)
-  checkMetadata({ private: line.app_metadata, unsafe: line.user_metadata }, line.email, externalId)
+  // Auth0's app_metadata is the app's own (private), its user_metadata the user's (unsafe); the contract's
+  // public_metadata and private_metadata are taken too, private_metadata's keys over app_metadata's.
+  const privately = line.app_metadata || line.private_metadata ? { ...line.app_metadata, ...line.private_metadata } : undefined
+  const metadata = checkMetadata({ public: line.public_metadata, private: privately, unsafe: line.user_metadata }, maxBytes, line.email, externalId)
   if (line.password_hash && line.custom_password_hash) {
     throw new LineError('VALIDATION_FAILED', 'give password_hash or custom_password_hash, not both', line.email, externalId)
   }
@@ -195,7 +204,8 @@ function auth0(record: unknown): Incoming {
       : line.custom_password_hash ? hashOf(() => fromAuth0Custom(line.custom_password_hash), line.email, externalId) : null,
     status: line.blocked === undefined ? null : line.blocked ? 'BANNED' : 'ACTIVE',
     role: null,
-    createdAt: null
+    createdAt: null,
+    metadata
   }
 }
 
@@ -218,14 +228,15 @@ function firebase(record: unknown, parameters: FirebaseParameters | null): Incom
     passwordHash,
     status: line.disabled === undefined ? null : line.disabled ? 'BANNED' : 'ACTIVE',
     role: null,
-    createdAt: timeOf(line.createdAt, line.email, externalId)
+    createdAt: timeOf(line.createdAt, line.email, externalId),
+    metadata: {}
   }
 }
 
-/** A record of a file in `format` as the user it brings, or LineError. */
-export function readRecord(text: string, format: ImportFormat, parameters: FirebaseParameters | null): Incoming {
+/** A record of a file in `format` as the user it brings, or LineError; `metadataMaxBytes` is METADATA_MAX_BYTES. */
+export function readRecord(text: string, format: ImportFormat, parameters: FirebaseParameters | null, metadataMaxBytes = 8192): Incoming {
   try {
-    return readAs(text, format, parameters)
+    return readAs(text, format, parameters, metadataMaxBytes)
   } catch (err) {
     if (err instanceof LineError) throw err
     // A record no rule foresaw fails its line, never the import.
@@ -233,13 +244,13 @@ export function readRecord(text: string, format: ImportFormat, parameters: Fireb
   }
 }
 
-function readAs(text: string, format: ImportFormat, parameters: FirebaseParameters | null): Incoming {
+function readAs(text: string, format: ImportFormat, parameters: FirebaseParameters | null, maxBytes: number): Incoming {
   const record = parseJson(text)
   if (typeof record !== 'object' || record === null || Array.isArray(record)) throw new LineError('INVALID_LINE', 'The record is not a JSON object')
   try {
-    if (format === 'auth0') return auth0(record)
+    if (format === 'auth0') return auth0(record, maxBytes)
     if (format === 'firebase') return firebase(record, parameters)
-    return roster(record)
+    return roster(record, maxBytes)
   } catch (err) {
     if (err instanceof LineError && err.email === null && err.externalId === null) {
       // Name the line's user in the report when it can be read at all.

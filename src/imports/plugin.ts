@@ -36,6 +36,7 @@ async function importWorker(app: FastifyInstance, options: Partial<ImportWorkerO
     maxLineBytes: MAX_LINE_BYTES,
     maxEmailsPerUser: config.MAX_EMAILS_PER_USER,
     claimSeconds: config.UNVERIFIED_CLAIM_SECONDS,
+    metadataMaxBytes: config.METADATA_MAX_BYTES,
     base: config.PUBLIC_URL ?? '',
     batch,
     leaseMs,

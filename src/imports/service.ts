@@ -5,6 +5,7 @@ import type { ImportLineError } from '../../schemas/import.js'
 import type { EventType } from '../../schemas/event.js'
 import { heldByRevert } from '../accounts/address-tokens.js'
 import { claimingStale, insertEmail, verifyAddress } from '../accounts/addresses.js'
+import { changeMetadata } from '../accounts/metadata.js'
 import { presentEmail, presentUser } from '../accounts/present.js'
 import { NO_PASSWORD } from '../accounts/secrets.js'
 import { endSessions } from '../accounts/sessions.js'
@@ -31,6 +32,8 @@ export interface ImportsOptions {
   maxEmailsPerUser: number
   /** UNVERIFIED_CLAIM_SECONDS: an unverified claim this old gives an address up, as in the API. */
   claimSeconds: number
+  /** METADATA_MAX_BYTES: the most a part of a user's metadata may hold, as in the API. */
+  metadataMaxBytes?: number
   base: string
   /** Lines applied in one transaction. */
   batch: number
@@ -84,6 +87,10 @@ async function * limited(body: AsyncIterable<Buffer | string>, max: number): Asy
  */
 export class ImportsService {
   constructor(private readonly db: Db, private readonly options: ImportsOptions) {}
+
+  private get metadataMaxBytes(): number {
+    return this.options.metadataMaxBytes ?? 8192
+  }
 
   /**
    * Receives a file: its records staged as they arrive, and the import made pending once the file has ended. A file
@@ -273,7 +280,7 @@ export class ImportsService {
     }
     let incoming: Incoming
     try {
-      incoming = readRecord(body, imp.format, imp.parameters ? JSON.parse(imp.parameters) as FirebaseParameters : null)
+      incoming = readRecord(body, imp.format, imp.parameters ? JSON.parse(imp.parameters) as FirebaseParameters : null, this.metadataMaxBytes)
     } catch (err) {
       if (err instanceof LineError) return failure(err.code, err.message, err.email, err.externalId)
       throw err
@@ -323,12 +330,14 @@ export class ImportsService {
       await claimingStale(trx, e.address, id, cutoff, cause, () => insertEmail(trx, id, e.address, e.primary, now, e.verified))
     }
     await recordEvent(trx, cause, 'user.created', id, presentUser(written(await findUserById(trx, id), `user ${id}`), cause.base))
+    // Its metadata as the line gives it (user.metadata_changed after user.created; none for empty parts).
+    await changeMetadata(trx, id, { replace: incoming.metadata }, undefined, cause, this.metadataMaxBytes)
   }
 
   /**
    * Sets on a user already here what the line gives: its name, status, role (an admin is never demoted by an import),
-   * password hash and external id, and adds the addresses it lacks; an address the line marks verified is verified.
-   * The primary address stays. Each change writes the event the API writes for it. Skipped when nothing changes.
+   * password hash and external id, merges its metadata, and adds the addresses it lacks; an address the line marks
+   * verified is verified. The primary address stays. Each change writes the event the API writes for it. Skipped when nothing changes.
    */
   private async update(
     trx: Trx, userId: number, incoming: Incoming, dry: boolean, cause: Cause, now: number, fail: (code: string, detail: string) => Outcome
@@ -368,7 +377,10 @@ export class ImportsService {
     }
     const newExternal = incoming.externalId !== null && externalId === null
     if (newExternal) changes.external_id = incoming.externalId
-    if (events.length === 0 && added.length === 0 && toVerify.length === 0 && !newExternal) return { result: 'skipped', events: false }
+    // The line's metadata parts are merged into the user's (RFC 7396), as a PATCH of them would.
+    const metadataChanged = Object.keys(incoming.metadata).length > 0 &&
+      (await changeMetadata(trx, userId, { merge: incoming.metadata }, undefined, cause, this.metadataMaxBytes, true)).changed
+    if (events.length === 0 && added.length === 0 && toVerify.length === 0 && !newExternal && !metadataChanged) return { result: 'skipped', events: false }
     if (dry) return { result: 'updated', events: false }
 
     let after: UserRow = before
@@ -397,6 +409,7 @@ export class ImportsService {
       }, cause.base))
     }
     for (const row of toVerify) await verifyAddress(trx, userId, row!.id, now, cause)
+    if (metadataChanged) await changeMetadata(trx, userId, { merge: incoming.metadata }, undefined, cause, this.metadataMaxBytes)
     return { result: 'updated', events: true }
   }
 }

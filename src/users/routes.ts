@@ -13,6 +13,7 @@ import { collection, FORM_TYPES, IdempotencyKey, IfMatch, NoContent, problems, t
 import { presentUser } from '../accounts/present.js'
 import type { NameFilter } from './repository.js'
 import type { UserChange } from './service.js'
+import metadataRoutes from './metadata-routes.js'
 
 /** `ada`, `ada*`, `*ada`, `*ada*`; a `*` anywhere else, or nothing around the stars, is INVALID_FILTER. */
 export function parseNameFilter(raw: string): NameFilter {
@@ -44,7 +45,7 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     const q = request.query
     const caller = callerOf(request)
     const ids = q.id ? [...new Set(q.id)].sort((a, b) => a - b) : undefined
-    const condition = q.filter === undefined ? undefined : rosterUserFilter(parseFilter(q.filter))
+    const condition = q.filter === undefined ? undefined : rosterUserFilter(parseFilter(q.filter), { engine: app.dialect, admin: caller.role === 'admin' })
     const filters = { ids, email: q.email, name: q.name === undefined ? undefined : parseNameFilter(q.name), status: q.status, condition }
     // A cursor is valid only for the filters, and the caller's scope, it was made for.
     const scope = JSON.stringify(['users', ids, q.email, q.name, q.status, q.filter, service.listingScope(caller)])
@@ -92,6 +93,7 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   await app.register(withMultipart(userWrites))
+  await app.register(metadataRoutes)
 }
 
 /** Sign-up, deletion and the key paths: the routes that take a body. */
