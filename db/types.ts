@@ -15,6 +15,14 @@ export interface UsersTable {
   /** The user's id in the system it was imported from (or its directory's); unique when set. */
   external_id: string | null
   status: UserStatus
+  /** Why the user is banned (`deprovisioned`: by its directory, through SCIM); null when not banned or none given. */
+  ban_reason: string | null
+  /** When the ban ends by itself; null for a ban without an end. */
+  banned_until: number | null
+  banned_at: number | null
+  /** Who banned it: an actor type (admin, scim) and its id. */
+  banned_by_type: string | null
+  banned_by_id: number | null
   role: UserRole
   /** Bumped by every change to the user's representation; the ETag and If-Match are built on it. */
   version: number
@@ -273,6 +281,19 @@ export interface AppSecretsTable {
   value: string
 }
 
+/** A credential of an identity provider on /scim/v2 (SCIM 2.0): only its hash is kept. */
+export interface ScimTokensTable {
+  id: Generated<number>
+  /** SHA-256 of the token, hex. */
+  token_hash: string
+  description: string
+  /** The admin who made it. */
+  created_by: number | null
+  created_at: number
+  /** Written at most once a minute. */
+  last_used_at: number | null
+}
+
 /** A user's metadata (users/metadata): each part a JSON object as compact JSON text; no row is three empty parts. */
 export interface UserMetadataTable {
   user_id: number
@@ -287,6 +308,7 @@ export interface UserMetadataTable {
 export interface Database {
   users: UsersTable
   user_metadata: UserMetadataTable
+  scim_tokens: ScimTokensTable
   emails: EmailsTable
   tokens: TokensTable
   sessions: SessionsTable

@@ -17,13 +17,13 @@ export const EVENT_TYPES = [
 export const EventType = stringEnum(EVENT_TYPES, { $id: 'EventType', description: 'What changed' })
 export type EventType = Static<typeof EventType>
 
-export const ACTOR_TYPES = ['user', 'admin', 'anonymous', 'system'] as const
+export const ACTOR_TYPES = ['user', 'admin', 'anonymous', 'system', 'scim'] as const
 export type ActorType = (typeof ACTOR_TYPES)[number]
 
 export const Actor = Type.Object(
   {
-    type: stringEnum(ACTOR_TYPES, { description: 'user: the user itself; admin: an admin (id); anonymous: a request without a caller (sign-up, a mailed token, a refresh token); system: the service itself' }),
-    id: Type.Union([Id, Type.Null()], { description: 'The user or admin who made the change; null for anonymous and system' })
+    type: stringEnum(ACTOR_TYPES, { description: 'user: the user itself; admin: an admin (id); anonymous: a request without a caller (sign-up, a mailed token, a refresh token); system: the service itself; scim: an identity provider through SCIM (id: its SCIM token)' }),
+    id: Type.Union([Id, Type.Null()], { description: 'The user or admin who made the change, or the SCIM token; null for anonymous and system' })
   },
   { $id: 'Actor', description: 'Who made the change' }
 )

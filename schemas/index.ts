@@ -5,6 +5,7 @@ import { Session, SessionCollection } from './session.js'
 import {
   Delivery, DeliveryCollection, DeliveryStatus, NewWebhook, Webhook, WebhookCollection, WebhookReplacement, WebhookSecret, WebhookWithSecret
 } from './webhook.js'
+import { scimSchemas } from './scim.js'
 import { Token, TokenRequest } from './token.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from './email.js'
 import { EmailCodeAccepted, EmailCodeRequest, EmailRevert, EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from './verification.js'
@@ -21,5 +22,6 @@ export const sharedSchemas = [
   EventType, Actor, Event, EventCollection, EndedSession, FailedLogin, ExportedUsers, ...TypedEvents,
   Metadata, MetadataPatch, MetadataReplacement,
   ImportFormat, ImportStatus, Import, ImportCollection, ImportLineError, ImportErrorCollection, ImportLine,
-  Webhook, WebhookWithSecret, NewWebhook, WebhookReplacement, WebhookSecret, WebhookCollection, DeliveryStatus, Delivery, DeliveryCollection
+  Webhook, WebhookWithSecret, NewWebhook, WebhookReplacement, WebhookSecret, WebhookCollection, DeliveryStatus, Delivery, DeliveryCollection,
+  ...scimSchemas
 ]

@@ -12,6 +12,7 @@ import * as m0010 from './0010_expiry_indexes.js'
 import * as m0011 from './0011_webhook_secrets.js'
 import * as m0012 from './0012_password_set_at.js'
 import * as m0013 from './0013_imports.js'
+import * as m0014 from './0014_scim.js'
 import * as m0015 from './0015_metadata.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
@@ -29,6 +30,7 @@ export const migrations: Record<string, Migration> = {
   '0011_webhook_secrets': m0011,
   '0012_password_set_at': m0012,
   '0013_imports': m0013,
+  '0014_scim': m0014,
   '0015_metadata': m0015
 }
 

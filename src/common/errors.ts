@@ -38,6 +38,13 @@ export class EmailTaken extends Conflict {
   }
 }
 
+/** Another user has this id of the directory it came from (users.external_id is unique). */
+export class ExternalIdTaken extends Conflict {
+  constructor(externalId: string) {
+    super('EXTERNAL_ID_TAKEN', `The externalId ${externalId} belongs to another user already`)
+  }
+}
+
 export class EmailLimit extends Conflict {
   constructor(max: number) {
     super('EMAIL_LIMIT', `A user may have at most ${max} addresses`)
@@ -177,6 +184,7 @@ export class UnsupportedMediaType extends DomainError {
 
 export const userNotFound = (what: string) => new NotFound('USER_NOT_FOUND', `No user has ${what}`)
 export const emailNotFound = (detail: string) => new NotFound('EMAIL_NOT_FOUND', detail)
+export const scimTokenNotFound = (id: number) => new NotFound('SCIM_TOKEN_NOT_FOUND', `No SCIM token has id ${id}`)
 export const importNotFound = (id: number) => new NotFound('IMPORT_NOT_FOUND', `No import has id ${id}`)
 export const invalidField = (path: string, where: NonNullable<FieldError['in']>, message: string, detail = `${path.slice(1)} ${message}`) =>
   new InvalidInput(detail, [{ path, in: where, message }])

@@ -1,11 +1,12 @@
+import { randomBytes } from 'node:crypto'
 import t from 'tap'
 import type { App } from '../../src/app.js'
 import { adminUser, assertProblem, build, form, login, multipart, newUser, type TestUser } from '../helpers.js'
 
-type Rule = 'public' | 'caller' | 'self-or-admin' | 'owner' | 'admin'
+type Rule = 'public' | 'caller' | 'self-or-admin' | 'owner' | 'admin' | 'scim'
 type Kind = 'anonymous' | 'expired' | 'revoked' | 'banned' | 'self' | 'other' | 'admin'
 
-interface Fixture { target: TestUser; emailId: number; secondEmailId: number; webhookId: number; deliveryId: number; importId: number }
+interface Fixture { target: TestUser; emailId: number; secondEmailId: number; webhookId: number; deliveryId: number; importId: number; scimTokenId: number }
 
 /** The contract's table of who may do what, independent of what the app declares. */
 const CONTRACT: Record<string, {
@@ -65,6 +66,19 @@ const CONTRACT: Record<string, {
   'GET /imports/:import_id': { rule: 'admin', ok: 200 },
   'GET /imports/:import_id/errors': { rule: 'admin', ok: 200 },
   'GET /exports/users': { rule: 'admin', ok: 200 },
+  'POST /scim-tokens': { rule: 'admin', body: () => ({ description: 'Okta' }), ok: 201 },
+  'GET /scim-tokens': { rule: 'admin', ok: 200 },
+  'DELETE /scim-tokens/:token_id': { rule: 'admin', ok: 204 },
+  // SCIM: an admin's token opens it as a SCIM token does (test/scim/ proves those); its refusals are SCIM's errors.
+  'GET /scim/v2/ServiceProviderConfig': { rule: 'scim', ok: 200 },
+  'GET /scim/v2/ResourceTypes': { rule: 'scim', ok: 200 },
+  'GET /scim/v2/Schemas': { rule: 'scim', ok: 200 },
+  'GET /scim/v2/Users': { rule: 'scim', ok: 200 },
+  'POST /scim/v2/Users': { rule: 'scim', body: (f) => ({ userName: `scim.${f.target.id}@example.com` }), ok: 201 },
+  'GET /scim/v2/Users/:id': { rule: 'scim', ok: 200 },
+  'PUT /scim/v2/Users/:id': { rule: 'scim', body: (f) => ({ userName: f.target.email, displayName: 'Replaced' }), ok: 200 },
+  'PATCH /scim/v2/Users/:id': { rule: 'scim', body: () => ({ Operations: [{ op: 'replace', path: 'displayName', value: 'Patched' }] }), ok: 200 },
+  'DELETE /scim/v2/Users/:id': { rule: 'scim', ok: 204 },
   // Last: as 'other' and 'admin' it revokes the tokens the rows above use.
   'DELETE /auth/tokens/current': { rule: 'caller', ok: 204 }
 }
@@ -76,7 +90,7 @@ const PUBLIC = [
 function expected(rule: Rule, kind: Kind, ok: number): number | 'UNAUTHENTICATED' | 'FORBIDDEN' {
   if (['anonymous', 'expired', 'revoked', 'banned'].includes(kind)) return 'UNAUTHENTICATED'
   if (rule === 'caller') return ok
-  if (kind === 'self') return rule === 'admin' ? 'FORBIDDEN' : ok
+  if (kind === 'self') return rule === 'admin' || rule === 'scim' ? 'FORBIDDEN' : ok
   if (kind === 'other') return 'FORBIDDEN'
   return rule === 'owner' ? 'FORBIDDEN' : ok // admin
 }
@@ -115,7 +129,12 @@ async function fixture(app: App): Promise<Fixture> {
   const done = await app.db.insertInto('imports').values({
     status: 'succeeded', received: 1, format: 'roster', dry_run: 1, on_conflict: 'skip', parameters: null, created_by: target.id, request_id: null, created_at: now
   }).executeTakeFirstOrThrow()
-  return { target, emailId: emails[0].id, secondEmailId: second.id, webhookId, deliveryId: Number(delivery.insertId), importId: Number(done.insertId) }
+  const scimToken = await app.db.insertInto('scim_tokens')
+    .values({ token_hash: randomBytes(32).toString('hex'), description: 'x', created_by: null, created_at: now, last_used_at: null }).executeTakeFirstOrThrow()
+  return {
+    target, emailId: emails[0].id, secondEmailId: second.id, webhookId, deliveryId: Number(delivery.insertId), importId: Number(done.insertId),
+    scimTokenId: Number(scimToken.insertId)
+  }
 }
 
 function request(key: string, f: Fixture) {
@@ -127,7 +146,9 @@ function request(key: string, f: Fixture) {
     .replace(':email', encodeURIComponent(f.target.email))
     .replace(':webhook_id', String(f.webhookId))
     .replace(':delivery_id', String(f.deliveryId))
-    .replace(':import_id', String(f.importId)) + (CONTRACT[key]!.query ?? '')
+    .replace(':import_id', String(f.importId))
+    .replace(':token_id', String(f.scimTokenId))
+    .replace(':id', String(f.target.id)) + (CONTRACT[key]!.query ?? '')
   const body = CONTRACT[key]!.body?.(f)
   return { method: method as 'GET', url, ...(body ? { payload: body } : {}) }
 }
@@ -167,6 +188,10 @@ t.test('every route, every kind of caller', async (t) => {
       const res = await app.inject({ ...request(key, f), headers })
       if (typeof want === 'number') {
         t.equal(res.statusCode, want, `${key} as ${kind}: ${want} (${res.body.slice(0, 100)})`)
+      } else if (key.includes(' /scim/v2/')) {
+        t.equal(res.statusCode, 401, `${key} as ${kind}: 401`)
+        t.match(res.json(), { schemas: ['urn:ietf:params:scim:api:messages:2.0:Error'], status: '401' }, `${key} as ${kind}: SCIM's error`)
+        t.equal(await snapshot(app), before, `${key} as ${kind}: nothing changed`)
       } else {
         assertProblem(t, res, 401, want, `${key} as ${kind}`)
         t.equal(await snapshot(app), before, `${key} as ${kind}: nothing changed`)
