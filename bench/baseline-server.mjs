@@ -5,29 +5,19 @@ import { createHash, randomBytes } from 'node:crypto'
 import http from 'node:http'
 
 /** The one query of a self-read: the token joined with its user and the user's primary address. */
-export const SELF_READ_SQL = 'select users.id, users.name, emails.address as email, users.status, users.role, users.version, ' +
-  'users.created_at, users.updated_at from tokens inner join users on users.id = tokens.user_id ' +
-  'left join emails on emails.primary_user_id = users.id ' +
+export const SELF_READ_SQL = 'select users.id, users.name, emails.address as email, users.status, users.role, users.version, users.created_at, ' +
+  'users.updated_at from tokens inner join users on users.id = tokens.user_id left join emails on emails.primary_user_id = users.id ' +
   'where tokens.token_hash = ? and tokens.expires_at > ? and users.status = ?'
 
-/**
- * The lifetimes and the session limit the write baselines share with Roster as the bench runs it (bench/run.ts): access
- * tokens live a day there, and the rest are Roster's defaults.
- */
-export const ACCESS_TTL_MS = 86_400_000
-export const REFRESH_TTL_MS = 30 * 86_400_000
-export const SESSION_MAX_AGE_MS = 90 * 86_400_000
-export const MAX_SESSIONS = 100
+/** Roster's lifetimes and session limit as the bench runs it: access tokens live a day there (bench/run.ts), the rest are defaults. */
+export const [ACCESS_TTL_MS, REFRESH_TTL_MS, SESSION_MAX_AGE_MS, MAX_SESSIONS] = [86_400_000, 30 * 86_400_000, 90 * 86_400_000, 100]
 
 /** A token as Roster makes them (256 random bits, base64url) and the SHA-256 (hex) it is stored under. */
-export function newToken() {
-  const token = randomBytes(32).toString('base64url')
-  return { token, hash: createHash('sha256').update(token).digest('hex') }
-}
+export const newToken = (token = randomBytes(32).toString('base64url')) => ({ token, hash: createHash('sha256').update(token).digest('hex') })
 
-function send(res, status, body) {
+export function send(res, status, body, headers = {}) {
   const payload = JSON.stringify(body)
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload) })
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload), ...headers })
   res.end(payload)
 }
 
@@ -39,22 +29,15 @@ function answer(res, id, u) {
 }
 
 /** The SHA-256 (hex) under which the token of an `Authorization: Bearer …` header is stored, or undefined. */
-export function bearerHash(header = '') {
-  return header.startsWith('Bearer ') ? createHash('sha256').update(header.slice(7)).digest('hex') : undefined
-}
+export const bearerHash = (header = '') => (header.startsWith('Bearer ') ? createHash('sha256').update(header.slice(7)).digest('hex') : undefined)
 
 /** The answer's body: the caller's row as Roster presents a user. */
-export function selfReadBody(u) {
-  return {
-    id: u.id, href: `/users/${u.id}`, name: u.name, email: u.email, status: u.status, role: u.role,
-    created_at: new Date(u.created_at).toISOString(), updated_at: new Date(u.updated_at).toISOString()
-  }
-}
+export const selfReadBody = (u) => ({
+  id: u.id, href: `/users/${u.id}`, name: u.name, email: u.email, status: u.status, role: u.role,
+  created_at: new Date(u.created_at).toISOString(), updated_at: new Date(u.updated_at).toISOString()
+})
 
-/**
- * Serves self-reads on PORT. `lookup(hash)` gives the caller's row (or nothing), at once or as a promise; a
- * synchronous lookup answers without a promise, as a bare server on a synchronous driver would.
- */
+/** Serves self-reads on PORT; `lookup(hash)` gives the caller's row, at once (a synchronous driver) or as a promise. */
 export function serveSelfRead(lookup) {
   http.createServer((req, res) => {
     const failed = () => send(res, 500, { code: 'INTERNAL' })

@@ -1,38 +1,17 @@
 // The reference for the write scenarios: a bare node:http server with mysql2 (prepared statements, as Roster's driver
-// sends them) doing the same durable work as Roster on Roster's own tables, with nothing else: no framework, no
-// validation, no logging, no limits. Its tokens are Roster's and Roster's are its own.
-// - POST /auth/tokens (a refresh): find the refresh token with its session and lock it, spend it, renew the session,
-//   insert the new access and refresh tokens, commit: 7 round trips.
-// - PUT /users/{id}/name: find the caller by its token (the self-read's query), then lock the user, write the name,
-//   insert the user.updated event, commit: 6 round trips.
-// - POST /auth/tokens with an address and a password (a login): find the user by the address, verify the password
-//   against its argon2id hash (the same library, the stored hash's own parameters), then lock the user, read its
-//   sessions (the room a new one needs), insert the session, the access and refresh tokens and the session.created
-//   event, commit: 9 round trips.
+// sends them) doing Roster's durable work on Roster's own tables, and nothing else. Its tokens and Roster's are one.
+// - A refresh: lock the refresh token with its session, spend it, renew the session, insert both new tokens, commit (7).
+// - PUT /users/{id}/name: the caller by its token, lock the user, write the name and the user.updated event, commit (6).
+// - A login: the user by its address, its argon2id hash verified (the same library), lock the user, read its sessions,
+//   insert the session, both tokens and the session.created event, commit (9 round trips).
 import { createHash, randomBytes } from 'node:crypto'
 import http from 'node:http'
 import { verify } from '@node-rs/argon2'
 import { createPool } from 'mysql2/promise'
-import { ACCESS_TTL_MS, bearerHash, MAX_SESSIONS, newToken, REFRESH_TTL_MS, SELF_READ_SQL, selfReadBody, SESSION_MAX_AGE_MS } from './baseline-server.mjs'
+import { ACCESS_TTL_MS, bearerHash, MAX_SESSIONS, newToken, REFRESH_TTL_MS, SELF_READ_SQL, selfReadBody, send, SESSION_MAX_AGE_MS } from './baseline-server.mjs'
 
 const pool = createPool({ uri: process.env.MYSQL_URL, connectionLimit: Number(process.env.POOL_SIZE ?? 10) })
-
-function send(res, status, body, headers = {}) {
-  const payload = JSON.stringify(body)
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(payload), ...headers })
-  res.end(payload)
-}
-
-function readBody(req) {
-  return new Promise((resolve, reject) => {
-    const chunks = []
-    req.on('data', (c) => chunks.push(c))
-    req.on('end', () => {
-      try { resolve(JSON.parse(Buffer.concat(chunks).toString('utf8'))) } catch (err) { reject(err) }
-    })
-    req.on('error', reject)
-  })
-}
+const readBody = async (req) => JSON.parse(Buffer.concat(await req.toArray()).toString('utf8'))
 
 /** Runs `work` in a transaction on one pooled connection. */
 async function transaction(work) {
@@ -50,6 +29,14 @@ async function transaction(work) {
   }
 }
 
+/** A session's new access and refresh tokens: two inserts. */
+async function issueTokens(conn, userId, sessionId, now, expiresAt) {
+  const [access, next, accessExpires] = [newToken(), newToken(), Math.min(now + ACCESS_TTL_MS, expiresAt)]
+  await conn.execute('insert into tokens (token_hash, user_id, session_id, created_at, expires_at) values (?, ?, ?, ?, ?)', [access.hash, userId, sessionId, now, accessExpires])
+  await conn.execute('insert into refresh_tokens (token_hash, session_id, created_at, expires_at, used_at) values (?, ?, ?, ?, null)', [next.hash, sessionId, now, expiresAt])
+  return { access, next, accessExpires }
+}
+
 async function refresh(body) {
   if (body.grant_type !== 'refresh_token' || typeof body.refresh_token !== 'string') return undefined
   const hash = createHash('sha256').update(body.refresh_token).digest('hex')
@@ -64,13 +51,7 @@ async function refresh(body) {
     await conn.execute('update refresh_tokens set used_at = ? where id = ? and used_at is null', [now, row.id])
     const expiresAt = Math.min(now + REFRESH_TTL_MS, row.ends_at)
     await conn.execute('update sessions set last_used_at = ?, expires_at = ? where id = ?', [now, expiresAt, row.session_id])
-    const access = newToken()
-    const next = newToken()
-    const accessExpires = Math.min(now + ACCESS_TTL_MS, expiresAt)
-    await conn.execute('insert into tokens (token_hash, user_id, session_id, created_at, expires_at) values (?, ?, ?, ?, ?)',
-      [access.hash, row.user_id, row.session_id, now, accessExpires])
-    await conn.execute('insert into refresh_tokens (token_hash, session_id, created_at, expires_at, used_at) values (?, ?, ?, ?, null)',
-      [next.hash, row.session_id, now, expiresAt])
+    const { access, next, accessExpires } = await issueTokens(conn, row.user_id, row.session_id, now, expiresAt)
     return {
       token: access.token, token_type: 'Bearer', expires_in: Math.round((accessExpires - now) / 1000), refresh_token: next.token,
       refresh_expires_in: Math.round((expiresAt - now) / 1000), session: { id: row.session_id }
@@ -78,6 +59,7 @@ async function refresh(body) {
   })
 }
 
+const EVENT_SQL = 'insert into events (public_id, type, user_id, actor_type, actor_id, request_id, data, previous, occurred_at, position) values (?, ?, ?, ?, ?, ?, ?, ?, ?, null)'
 const USER_COLUMNS = 'users.id, users.name, emails.address as email, users.status, users.role, users.version, users.created_at, users.updated_at'
 
 async function login(body, agent = '') {
@@ -103,17 +85,9 @@ async function login(body, agent = '') {
     const [inserted] = await conn.execute('insert into sessions (user_id, created_at, last_used_at, client, expires_at, ends_at) values (?, ?, ?, ?, ?, ?)',
       [session.user_id, now, now, session.client, session.expires_at, endsAt])
     session.id = inserted.insertId
-    const access = newToken()
-    const next = newToken()
-    const accessExpires = Math.min(now + ACCESS_TTL_MS, session.expires_at)
-    await conn.execute('insert into tokens (token_hash, user_id, session_id, created_at, expires_at) values (?, ?, ?, ?, ?)',
-      [access.hash, user.id, session.id, now, accessExpires])
-    await conn.execute('insert into refresh_tokens (token_hash, session_id, created_at, expires_at, used_at) values (?, ?, ?, ?, null)',
-      [next.hash, session.id, now, session.expires_at])
+    const { access, next, accessExpires } = await issueTokens(conn, user.id, session.id, now, session.expires_at)
     const presented = sessionBody(session)
-    await conn.execute(
-      'insert into events (public_id, type, user_id, actor_type, actor_id, request_id, data, previous, occurred_at, position) values (?, ?, ?, ?, ?, ?, ?, ?, ?, null)',
-      [`evt_${randomBytes(13).toString('hex')}`, 'session.created', user.id, 'user', user.id, null, JSON.stringify(presented), null, now])
+    await conn.execute(EVENT_SQL, [`evt_${randomBytes(13).toString('hex')}`, 'session.created', user.id, 'user', user.id, null, JSON.stringify(presented), null, now])
     return {
       token: access.token, token_type: 'Bearer', expires_in: Math.round((accessExpires - now) / 1000), expires_at: new Date(accessExpires).toISOString(),
       refresh_token: next.token, refresh_expires_at: new Date(session.expires_at).toISOString(),
@@ -122,12 +96,10 @@ async function login(body, agent = '') {
   })
 }
 
-function sessionBody(s) {
-  return {
-    id: s.id, href: `/users/${s.user_id}/sessions/${s.id}`, created_at: new Date(s.created_at).toISOString(),
-    last_used_at: new Date(s.last_used_at).toISOString(), expires_at: new Date(s.expires_at).toISOString(), client: s.client
-  }
-}
+const sessionBody = (s) => ({
+  id: s.id, href: `/users/${s.user_id}/sessions/${s.id}`, created_at: new Date(s.created_at).toISOString(),
+  last_used_at: new Date(s.last_used_at).toISOString(), expires_at: new Date(s.expires_at).toISOString(), client: s.client
+})
 
 async function rename(id, hash, body) {
   if (typeof body.name !== 'string') return undefined
@@ -135,17 +107,13 @@ async function rename(id, hash, body) {
   if (!found[0] || found[0].id !== id) return undefined
   return transaction(async (conn) => {
     const now = Date.now()
-    const [rows] = await conn.execute(
-      'select users.id, users.name, emails.address as email, users.status, users.role, users.version, users.created_at, users.updated_at ' +
-      'from users left join emails on emails.primary_user_id = users.id where users.id = ? for update', [id])
+    const [rows] = await conn.execute(`select ${USER_COLUMNS} from users left join emails on emails.primary_user_id = users.id where users.id = ? for update`, [id])
     const before = rows[0]
     if (!before) return undefined
     await conn.execute('update users set name = ?, name_search = ?, version = version + 1, updated_at = ? where id = ?',
       [body.name, body.name.normalize('NFC').toLowerCase(), now, id])
     const after = { ...before, name: body.name, version: before.version + 1, updated_at: now }
-    await conn.execute(
-      'insert into events (public_id, type, user_id, actor_type, actor_id, request_id, data, previous, occurred_at, position) values (?, ?, ?, ?, ?, ?, ?, ?, ?, null)',
-      [`evt_${randomBytes(13).toString('hex')}`, 'user.updated', id, 'user', id, null, JSON.stringify(selfReadBody(after)), JSON.stringify({ name: before.name }), now])
+    await conn.execute(EVENT_SQL, [`evt_${randomBytes(13).toString('hex')}`, 'user.updated', id, 'user', id, null, JSON.stringify(selfReadBody(after)), JSON.stringify({ name: before.name }), now])
     return after
   })
 }
@@ -162,8 +130,7 @@ http.createServer((req, res) => {
     const m = /^\/users\/([1-9][0-9]*)\/name$/.exec(req.url ?? '')
     const hash = bearerHash(req.headers.authorization)
     if (req.method === 'PUT' && m && hash) {
-      const id = Number(m[1])
-      return readBody(req).then((body) => rename(id, hash, body))
+      return readBody(req).then((body) => rename(Number(m[1]), hash, body))
         .then((u) => (u ? send(res, 200, selfReadBody(u), { etag: `"v${u.version}"` }) : refused()), failed)
     }
     return send(res, 404, { code: 'NOT_FOUND' })

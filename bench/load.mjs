@@ -23,19 +23,16 @@ const asOwnUser = (build) => [{
   }
 }]
 
+/** A GET as the admin, of a path drawn for each request. */
+const asAdmin = (path) => ({ headers: { authorization: `Bearer ${adminToken}` }, requests: [{ setupRequest: (r) => ({ ...r, method: 'GET', path: path() }) }] })
+
 const scenarios = {
   // 1. each connection reads itself with its own token: the hot path
   'self-read': { requests: asOwnUser((u) => ({ method: 'GET', path: `/users/${u.id}` })) },
   // 2. admin: name prefix filter (a prefix matching about ten users)
-  'name-prefix': {
-    headers: { authorization: `Bearer ${adminToken}` },
-    requests: [{ setupRequest: (r) => ({ ...r, method: 'GET', path: `/users?name=${encodeURIComponent(random().name.toLowerCase().slice(0, -1))}*` }) }]
-  },
+  'name-prefix': asAdmin(() => `/users?name=${encodeURIComponent(random().name.toLowerCase().slice(0, -1))}*`),
   // 3. admin: exact address filter
-  'email-filter': {
-    headers: { authorization: `Bearer ${adminToken}` },
-    requests: [{ setupRequest: (r) => ({ ...r, method: 'GET', path: `/users?email=${encodeURIComponent(random().email.toUpperCase())}` }) }]
-  },
+  'email-filter': asAdmin(() => `/users?email=${encodeURIComponent(random().email.toUpperCase())}`),
   // 4. each connection lists its own addresses
   'own-emails': { requests: asOwnUser((u) => ({ method: 'GET', path: `/users/${u.id}/emails` })) },
   // 5. each connection renames itself (JSON key path)
@@ -45,9 +42,8 @@ const scenarios = {
       return { method: 'PUT', path: `/users/${u.id}/name`, headers: json, body: JSON.stringify({ name: `Renamed ${u.id} ${context.n}` }) }
     })
   },
-  // 6. refreshes, and nothing else: sessions started before the run are taken from a pool, each request spending a
-  //    session's last refresh token and the answer putting the session back with the new one (autocannon keeps no
-  //    state from one request to the next: its context lives from a request's setup to its response).
+  // 6. refreshes alone: each request takes a session started before the run from a pool, spends its last refresh token,
+  //    and its answer puts the session back with the new one (autocannon's context lives from a setup to its response).
   'refresh': {
     requests: [{
       setupRequest: (req, context) => {
@@ -64,21 +60,11 @@ const scenarios = {
     }]
   },
   // 7. logins: bounded by argon2id by design
-  'login': {
-    requests: [{ setupRequest: (r) => { const u = random(); return { ...r, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify({ email: u.email, password }) } } }]
-  }
+  'login': { requests: [{ setupRequest: (r) => { const u = random(); return { ...r, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify({ email: u.email, password }) } } }] }
 }
 
 const options = scenarios[scenario]
 if (!options) throw new Error(`unknown scenario ${scenario}`)
 const result = await autocannon({ url, duration, connections, ...options })
-process.stdout.write(JSON.stringify({
-  scenario,
-  rps: result.requests.average,
-  p50: result.latency.p50,
-  p99: result.latency.p99,
-  errors: result.errors,
-  timeouts: result.timeouts,
-  non2xx: result.non2xx,
-  total: result.requests.total
-}) + '\n')
+const { errors, timeouts, non2xx } = result
+process.stdout.write(JSON.stringify({ scenario, rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, errors, timeouts, non2xx, total: result.requests.total }) + '\n')

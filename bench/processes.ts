@@ -11,17 +11,10 @@ export function startCommand(): string[] {
 }
 
 /** CPU time (user + system) a process has used so far, in microseconds, from /proc. */
-export function cpuMicros(pid: number): number {
-  return threadCpuMicros(`/proc/${pid}/stat`)
-}
+export const cpuMicros = (pid: number) => threadCpuMicros(`/proc/${pid}/stat`)
 
-/**
- * CPU time (user + system) of a process's main thread alone, in microseconds: its JavaScript, its socket writes and
- * the garbage collector's pauses, without what libuv's worker threads (password hashes) and V8's helper threads do.
- */
-export function mainThreadCpuMicros(pid: number): number {
-  return threadCpuMicros(`/proc/${pid}/task/${pid}/stat`)
-}
+/** The same of its main thread alone: its JavaScript, socket writes and GC pauses, without libuv's workers (password hashes). */
+export const mainThreadCpuMicros = (pid: number) => threadCpuMicros(`/proc/${pid}/task/${pid}/stat`)
 
 /** utime + stime (fields 14 and 15 of the whole line) of a /proc stat file, in microseconds. */
 function threadCpuMicros(statFile: string): number {

@@ -1,15 +1,19 @@
 // npm run bench [-- --users 20000 --duration 10 --rounds 5 --connections 50 --reuse --scenarios self-read,login]
+// The import and export (--scenarios import,export): BENCH_IMPORT_USERS=100000, BENCH_IMPORT_BIG=1 adds a million.
 //
-// Seeds MySQL/MariaDB (a database of its own, `roster_bench` by default), starts the built service as `npm start`
-// does and, beside it, bare node:http servers doing the same work by hand (the baselines), then runs each scenario
-// with autocannon in a process of its own, for a fixed time at a fixed concurrency. Where a scenario has a baseline,
-// the two run in alternating rounds (AB, then BA), so that a change in the machine's speed weighs on both alike, and
-// the ratios are the medians of the rounds' ratios. BENCHMARKS.md describes the method and holds the figures.
-// Writes everything to bench/results/latest.json.
+// Seeds MySQL/MariaDB (`roster_bench` by default), starts the built service as `npm start` does and, beside it, bare
+// node:http servers doing the same work by hand (the baselines), then runs each scenario with autocannon in a process
+// of its own, for a fixed time at a fixed concurrency. Where a scenario has a baseline, the two run in alternating
+// rounds (AB, then BA), so that a change in the machine's speed weighs on both alike; the ratios are the medians of the
+// rounds' ratios. BENCHMARKS.md describes the method; everything is written to bench/results/latest.json.
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { once } from 'node:events'
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, totalmem } from 'node:os'
+import { Readable } from 'node:stream'
+import type { ReadableStream as WebStream } from 'node:stream/web'
 import { parseArgs } from 'node:util'
+import { hash as bcrypt } from '@node-rs/bcrypt'
 import { CompiledQuery } from 'kysely'
 import { createConnection, type Connection } from 'mysql2/promise'
 import { createDatabase } from '../src/database/index.js'
@@ -21,16 +25,11 @@ import { cpuMicros, mainThreadCpuMicros, startCommand, waitFor } from './process
 
 const { values: args } = parseArgs({
   options: {
-    users: { type: 'string', default: '20000' },
-    duration: { type: 'string', default: '10' },
-    rounds: { type: 'string', default: '5' },
-    connections: { type: 'string', default: '50' },
-    'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' },
-    database: { type: 'string', default: 'roster_bench' },
-    reuse: { type: 'boolean', default: false },
-    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,refresh,login,embedded,metrics' },
-    'sqlite-file': { type: 'string', default: 'bench/results/roster_bench.sqlite' },
-    'log-level': { type: 'string', default: 'info' },
+    users: { type: 'string', default: '20000' }, duration: { type: 'string', default: '10' }, rounds: { type: 'string', default: '5' },
+    connections: { type: 'string', default: '50' }, reuse: { type: 'boolean', default: false },
+    'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' }, database: { type: 'string', default: 'roster_bench' },
+    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,refresh,login,embedded,metrics,import,export' },
+    'sqlite-file': { type: 'string', default: 'bench/results/roster_bench.sqlite' }, 'log-level': { type: 'string', default: 'info' },
     'node-options': { type: 'string', default: '' }
   }
 })
@@ -50,55 +49,46 @@ const PASSWORD = 'seed-password-1'
 const ADMIN = { email: 'bench-admin@example.com', password: 'bench-admin-password' }
 const PORTS = {
   roster: 3301, baseline: 3302, baselinePrepared: 3303, writes: 3310,
-  embedded: 3304, embeddedBaseline: 3305, embeddedWarn: 3311, metricsOff: 3307, metricsOn: 3312, metricsOnMetrics: 3412
+  embedded: 3304, embeddedBaseline: 3305, embeddedWarn: 3311, metricsOff: 3307, metricsOn: 3312, metricsOnMetrics: 3412, transfer: 3320, transferBaseline: 3321
 }
+/** Users of the import and export scenarios; BENCH_IMPORT_BIG=1 adds a run of a million, to show the RSS stays flat. */
+const IMPORT_SIZES = [Number(process.env.BENCH_IMPORT_USERS ?? 100_000), ...(process.env.BENCH_IMPORT_BIG === '1' ? [1_000_000] : [])]
 
+type Engine = 'mysql' | 'sqlite'
 const log = (line: string) => console.log(`# ${line}`)
 const url = (port: number) => `http://127.0.0.1:${port}`
 
-async function prepareDatabase(): Promise<void> {
-  const conn = await createConnection(SERVER)
-  try {
-    if (args.reuse && existsSync(TOKENS)) {
-      const [rows] = await conn.query(`select count(*) as n from \`${args.database}\`.users`).catch(() => [[{ n: -1 }]]) as unknown as [Array<{ n: number }>]
-      if (Number(rows[0]?.n) >= USERS) return log(`reusing ${args.database} (${rows[0]?.n} users)`)
-    }
-    await conn.query(`drop database if exists \`${args.database}\``)
-    await conn.query(`create database \`${args.database}\` character set utf8mb4`)
-  } finally {
-    await conn.end()
+/** An empty database: a MySQL database of that name, or a SQLite file of that path (its URL). */
+async function freshDatabase(engine: Engine, name: string): Promise<string> {
+  if (engine === 'mysql') {
+    const conn = await createConnection(SERVER)
+    await conn.query(`drop database if exists \`${name}\``).then(() => conn.query(`create database \`${name}\` character set utf8mb4`)).finally(() => conn.end())
+    return `${SERVER}/${name}`
   }
-  await seedInto(DATABASE_URL, TOKENS)
+  for (const suffix of ['', '-wal', '-shm']) rmSync(name + suffix, { force: true })
+  return `sqlite:${name}`
 }
 
-/** Seeds the embedded engine's own file (kept with --reuse while it has enough users). */
-async function prepareSqlite(): Promise<void> {
-  if (args.reuse && existsSync(SQLITE_FILE) && existsSync(SQLITE_TOKENS)) {
-    const { db } = createDatabase({ url: `sqlite:${SQLITE_FILE}` })
-    const row = await db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirst().catch(() => undefined)
-    await db.destroy()
-    if (Number(row?.n) >= USERS) return log(`reusing ${SQLITE_FILE} (${row?.n} users)`)
+/** Seeds the engine's database of its own (kept with --reuse while it has enough users). */
+async function prepare(engine: Engine, name: string, tokensFile: string): Promise<void> {
+  if (args.reuse && existsSync(tokensFile)) {
+    const { db } = createDatabase({ url: engine === 'mysql' ? `${SERVER}/${name}` : `sqlite:${name}` })
+    const row = await db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirst().catch(() => undefined).finally(() => db.destroy())
+    if (Number(row?.n) >= USERS) return log(`reusing ${name} (${row?.n} users)`)
   }
-  for (const suffix of ['', '-wal', '-shm']) rmSync(SQLITE_FILE + suffix, { force: true })
-  await seedInto(`sqlite:${SQLITE_FILE}`, SQLITE_TOKENS)
-}
-
-async function seedInto(databaseUrl: string, tokensFile: string): Promise<void> {
-  log(`seeding ${USERS} users into ${databaseUrl}`)
-  const result = await seed({ url: databaseUrl, users: USERS, tokensFile, password: PASSWORD, log })
+  log(`seeding ${USERS} users into ${name}`)
+  const result = await seed({ url: await freshDatabase(engine, name), users: USERS, tokensFile, password: PASSWORD, log })
   log(`seeded ${result.users} users, ${result.emails} addresses in ${(result.ms / 1000).toFixed(1)} s`)
 }
 
 function startRoster(port: number, env: Record<string, string> = {}): ChildProcess {
   return spawn(process.execPath, startCommand(), {
     env: {
-      ...process.env, DATABASE_URL, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: args['log-level'],
-      ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password, DB_POOL_SIZE: '10', NODE_ENV: 'production',
-      // The limiter runs (its cost is measured) but the load generator's few callers never reach it.
-      RATE_LIMIT_MAX: '100000000', LOGIN_MAX_FAILURES_PER_CLIENT: '100000',
-      // The admin's token, taken once at the start, must outlive a whole run on a slow host.
-      ACCESS_TOKEN_TTL_SECONDS: '86400',
-      NODE_OPTIONS: args['node-options'], ...env
+      ...process.env, DATABASE_URL, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: args['log-level'], ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password,
+      DB_POOL_SIZE: '10', NODE_ENV: 'production', NODE_OPTIONS: args['node-options'],
+      // The limiter runs (its cost is measured) but the load generator's few callers never reach it; the admin's token,
+      // taken once at the start, must outlive a whole run on a slow host.
+      RATE_LIMIT_MAX: '100000000', LOGIN_MAX_FAILURES_PER_CLIENT: '100000', ACCESS_TOKEN_TTL_SECONDS: '86400', ...env
     },
     stdio: ['ignore', 'ignore', 'inherit']
   })
@@ -119,10 +109,7 @@ async function adminLogin(base: string): Promise<string> {
   return ((await res.json()) as { token: string }).token
 }
 
-function memoryKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8')
-  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0)
-}
+const memoryKb = (pid: number, field: 'VmRSS' | 'VmHWM') => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0)
 
 interface Figures { scenario: string; rps: number; p50: number; p99: number; errors: number; timeouts: number; non2xx: number; total: number }
 type Measured = Figures & { peakRssMb: number; cpuUsPerRequest: number; mainThreadCpuUsPerRequest: number; statementsPerRequest?: number | undefined }
@@ -131,48 +118,50 @@ type Row = Measured & { target: string }
 
 let statusConnection: Connection | undefined
 
-/**
- * The statements the MySQL server has run (its `Questions` counter), read around a load run to count what a request
- * sends. The services' background polling counts too: a few a second.
- */
+/** The statements MySQL has run (`Questions`), read around a load run; the services' background polling adds a few a second. */
 async function serverStatements(): Promise<number> {
   statusConnection ??= await createConnection(SERVER)
   const [rows] = await statusConnection.query("show global status like 'Questions'") as unknown as [Array<{ Value: string }>]
   return Number(rows[0]?.Value ?? 1) - 1
 }
 
+/** Runs `body` while sampling `pid`'s resident set every 100 ms: its result, and the largest sample in MB. */
+async function sampling<R>(pid: number, body: () => Promise<R>): Promise<[R, number]> {
+  let peak = memoryKb(pid, 'VmRSS')
+  const sampler = setInterval(() => { peak = Math.max(peak, memoryKb(pid, 'VmRSS')) }, 100)
+  const result = await body().finally(() => clearInterval(sampler))
+  return [result, Math.max(peak, memoryKb(pid, 'VmRSS')) / 1024]
+}
+
+/** Runs a node script of bench/ to its end: the JSON of the last line it printed. */
+function runScript<R>(argv: string[], env: Record<string, string> = {}): Promise<R> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } })
+    let out = ''
+    child.stdout.on('data', (d) => { out += d })
+    child.on('close', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!) as R) : reject(new Error(`${argv[0]} exited ${code}`))))
+  })
+}
+
 /** Runs one scenario in its own process while sampling the server's resident memory and CPU time. */
 async function load(
   target: Target, scenario: string, duration: number, adminToken: string, tokensFile = TOKENS, extra: Record<string, unknown> = {}
 ): Promise<Measured> {
-  let peak = 0
   const statementsBefore = await serverStatements()
   const cpuBefore = cpuMicros(target.pid)
   const mainBefore = mainThreadCpuMicros(target.pid)
-  const sampler = setInterval(() => { peak = Math.max(peak, memoryKb(target.pid, 'VmRSS')) }, 100)
   const input = JSON.stringify({ url: target.url, scenario, duration, connections: CONNECTIONS, adminToken, password: PASSWORD, tokensFile, ...extra })
-  const output = await new Promise<string>((resolve, reject) => {
-    const child = spawn(process.execPath, ['bench/load.mjs', input], { stdio: ['ignore', 'pipe', 'inherit'] })
-    let out = ''
-    child.stdout.on('data', (d) => { out += d })
-    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`load ${scenario} exited ${code}`))))
-  })
-  clearInterval(sampler)
-  peak = Math.max(peak, memoryKb(target.pid, 'VmRSS'))
-  const figures: Figures = JSON.parse(output.trim().split('\n').pop()!)
+  const [figures, peak] = await sampling(target.pid, () => runScript<Figures>(['bench/load.mjs', input]))
   const per = (micros: number) => Math.round(micros / Math.max(1, figures.total))
   const statements = (await serverStatements()) - statementsBefore
   return {
-    ...figures, peakRssMb: Math.round(peak / 1024), cpuUsPerRequest: per(cpuMicros(target.pid) - cpuBefore),
+    ...figures, peakRssMb: Math.round(peak), cpuUsPerRequest: per(cpuMicros(target.pid) - cpuBefore),
     mainThreadCpuUsPerRequest: per(mainThreadCpuMicros(target.pid) - mainBefore),
     statementsPerRequest: Math.round(statements / Math.max(1, figures.total) * 10) / 10
   }
 }
 
-/**
- * A warm-up of each target, then rounds of one scenario over them, alternating their order (AB, then BA).
- * `before` runs ahead of each load (the refresh's fresh sessions).
- */
+/** A warm-up of each target, then rounds of one scenario over them in alternating order (AB, then BA); `before` precedes each load. */
 async function alternate<T extends string>(
   targets: Record<T, Target>, label: string, adminToken: string,
   options: { scenario?: string; tokensFile?: string; before?: () => Promise<Record<string, unknown>> } = {}
@@ -208,16 +197,12 @@ function ratiosOf<T extends string>(rounds: Array<Record<T, Measured>>, target: 
 /** Several rounds of one scenario as one row: mean throughput, median latencies, CPU and statements, summed counts. */
 function combine(rounds: Measured[]): Measured {
   const sum = (key: 'errors' | 'timeouts' | 'non2xx' | 'total') => rounds.reduce((n, r) => n + r[key], 0)
+  const mid = (f: (r: Measured) => number) => median(rounds.map(f))
   return {
-    scenario: rounds[0]!.scenario,
-    rps: rounds.reduce((n, r) => n + r.rps, 0) / rounds.length,
-    p50: median(rounds.map((r) => r.p50)),
-    p99: median(rounds.map((r) => r.p99)),
-    errors: sum('errors'), timeouts: sum('timeouts'), non2xx: sum('non2xx'), total: sum('total'),
-    peakRssMb: Math.max(...rounds.map((r) => r.peakRssMb)),
-    cpuUsPerRequest: median(rounds.map((r) => r.cpuUsPerRequest)),
-    mainThreadCpuUsPerRequest: median(rounds.map((r) => r.mainThreadCpuUsPerRequest)),
-    statementsPerRequest: median(rounds.map((r) => r.statementsPerRequest ?? 0))
+    scenario: rounds[0]!.scenario, rps: rounds.reduce((n, r) => n + r.rps, 0) / rounds.length, p50: mid((r) => r.p50), p99: mid((r) => r.p99),
+    errors: sum('errors'), timeouts: sum('timeouts'), non2xx: sum('non2xx'), total: sum('total'), peakRssMb: Math.max(...rounds.map((r) => r.peakRssMb)),
+    cpuUsPerRequest: mid((r) => r.cpuUsPerRequest), mainThreadCpuUsPerRequest: mid((r) => r.mainThreadCpuUsPerRequest),
+    statementsPerRequest: mid((r) => r.statementsPerRequest ?? 0)
   }
 }
 
@@ -227,10 +212,7 @@ function compare<T extends string>(rounds: Array<Record<T, Measured>>, target: T
   return { rows, rounds, ratios: ratiosOf(rounds, target, reference) }
 }
 
-/**
- * Sessions started before a refresh run, one per seeded user, twice as many as there are connections, written
- * straight to the tables as a login leaves them: the run measures refreshes and nothing else.
- */
+/** Sessions for a refresh run, twice as many as connections, written to the tables as a login leaves them: only refreshes are measured. */
 async function freshSessions(): Promise<Record<string, unknown>> {
   const users = readFileSync(TOKENS, 'utf8').split('\n', CONNECTIONS * 8).filter(Boolean).map((l) => JSON.parse(l) as SeededUser)
     .filter((u) => u.status === 'ACTIVE').slice(0, CONNECTIONS * 2)
@@ -265,12 +247,9 @@ async function serving<R>(children: Array<[ChildProcess, string]>, body: () => P
   }
 }
 
-/**
- * The self-read on the embedded default: Roster on a SQLite file of its own at the run's log level and at `warn`,
- * against node:http + better-sqlite3 on the same file.
- */
+/** The self-read on the embedded default, Roster at the run's log level and at `warn`, against node:http + better-sqlite3. */
 async function embedded() {
-  await prepareSqlite()
+  await prepare('sqlite', SQLITE_FILE, SQLITE_TOKENS)
   const sqlite = { DATABASE_URL: `sqlite:${SQLITE_FILE}`, METRICS_PORT: '0' }
   const info = startRoster(PORTS.embedded, sqlite)
   const warn = startRoster(PORTS.embeddedWarn, { ...sqlite, LOG_LEVEL: 'warn' })
@@ -286,10 +265,7 @@ async function embedded() {
   })
 }
 
-/**
- * The self-read on MySQL with the metrics on (the default) and off (METRICS_PORT=0), both started for it so that
- * neither carries what the scenarios before left. The main instance holds the default metrics port.
- */
+/** The self-read on MySQL, metrics on and off, both started afresh; the main instance holds the default metrics port. */
 async function metricsOnOff(adminToken: string) {
   const on = startRoster(PORTS.metricsOn, { METRICS_PORT: String(PORTS.metricsOnMetrics) })
   const off = startRoster(PORTS.metricsOff, { METRICS_PORT: '0' })
@@ -301,21 +277,78 @@ async function metricsOnOff(adminToken: string) {
   })
 }
 
-/**
- * The rows the storage engine reads for one execution of a statement as Roster runs it (prepared, with its values
- * bound): the growth of the session's Handler_read_* counters, less what reading those counters costs.
- */
-async function rowsRead(conn: Connection, sql: string, parameters: readonly unknown[]): Promise<number> {
-  const counters = async () => {
-    const [rows] = await conn.query("show session status like 'Handler_read%'") as unknown as [Array<{ Value: string }>]
-    return rows.reduce((n, r) => n + Number(r.Value), 0)
+/** A roster NDJSON file of `n` users, each with a verified primary address and one bcrypt hash: its check is not measured. */
+async function importFile(n: number): Promise<string> {
+  const file = `${RESULTS}/import-${n}.ndjson`
+  const [hash, out] = [await bcrypt('bench-import-password', 4), createWriteStream(file)]
+  for (let i = 1; i <= n; i++) {
+    const line = { name: `Imported User ${i}`, emails: [{ address: `imported-${i}@example.com`, verified: true, primary: true }], password_hash: hash }
+    if (!out.write(JSON.stringify(line) + '\n')) await once(out, 'drain')
   }
+  await new Promise((resolve) => out.end(resolve))
+  return file
+}
+
+/** Reads an NDJSON answer to its end twice, the first warming up: its lines, and lines a second. */
+async function download(from: string, headers: Record<string, string> = {}, warmUp = false): Promise<{ lines: number; perS: number }> {
+  if (!warmUp) await download(from, headers, true)
+  const [started, res] = [performance.now(), await fetch(from, { headers })]
+  if (res.status !== 200) throw new Error(`${from} answered ${res.status}: ${await res.text()}`)
+  let lines = 0
+  for await (const chunk of Readable.fromWeb(res.body as WebStream<Uint8Array>) as AsyncIterable<Buffer>) {
+    for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) lines++
+  }
+  return { lines, perS: lines / (performance.now() - started) * 1000 }
+}
+
+/**
+ * Import, then export, of `n` users on one engine. The import: a bare script's inserts into a fresh database, then
+ * Roster's POST /imports into another, timed to `succeeded`. The export: Roster's, then a bare SELECT's, of what it imported.
+ */
+async function transfer(engine: Engine, n: number, file: string) {
+  const name = (role: string) => (engine === 'mysql' ? `roster_bench_${role}` : `${RESULTS}/${role}.sqlite`)
+  log(`import of ${n} users on ${engine}: the bare inserts, then Roster`)
+  const bare = await runScript<{ users: number; ms: number }>(['bench/baseline-transfer.mjs', 'import', file], { DATABASE_URL: await freshDatabase(engine, name('import_bare')) })
+  const [databaseUrl, base] = [await freshDatabase(engine, name('import')), url(PORTS.transfer)]
+  const roster = startRoster(PORTS.transfer, { DATABASE_URL: databaseUrl, METRICS_PORT: '0' })
+  return serving([[roster, `${base}/health/ready`]], async () => {
+    const [auth, started] = [{ authorization: `Bearer ${await adminLogin(base)}` }, performance.now()]
+    const body = Readable.toWeb(createReadStream(file)) as WebStream<Uint8Array>
+    const posted = await fetch(`${base}/imports?format=roster`, { method: 'POST', headers: { ...auth, 'content-type': 'application/x-ndjson' }, body, duplex: 'half' })
+    let [job, shed] = [await posted.json() as { id: number; status: string; created: number }, 0]
+    if (posted.status !== 202) throw new Error(`POST /imports answered ${posted.status}: ${JSON.stringify(job)}`)
+    while (job.status !== 'succeeded' && job.status !== 'failed') {
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      const res = await fetch(`${base}/imports/${job.id}`, { headers: auth })
+      // The load shedding may refuse a poll while the import's batches hold the event loop: counted, not fatal.
+      if (res.status === 503) shed += await res.arrayBuffer().then(() => 1)
+      else job = await res.json() as typeof job
+    }
+    if (job.status !== 'succeeded' || job.created !== n) throw new Error(`the import ended ${JSON.stringify(job)}`)
+    const imported = { rosterPerS: n / (performance.now() - started) * 1000, barePerS: bare.users / bare.ms * 1000, peakRssMb: memoryKb(roster.pid!, 'VmHWM') / 1024, shed }
+    log(`export of ${n} users on ${engine}: Roster, then the bare SELECT`)
+    const rssBeforeMb = memoryKb(roster.pid!, 'VmRSS') / 1024
+    const [ours, peakRssMb] = await sampling(roster.pid!, () => download(`${base}/exports/users`, auth))
+    const exporter = startBaseline('baseline-transfer.mjs', PORTS.transferBaseline, { DATABASE_URL: databaseUrl })
+    const theirs = await serving([[exporter, url(PORTS.transferBaseline)]], () => download(`${url(PORTS.transferBaseline)}/export`))
+    if (ours.lines !== n + 1 || theirs.lines !== n + 1) throw new Error(`the exports wrote ${ours.lines} and ${theirs.lines} lines for ${n + 1} users`)
+    const exported = { rosterPerS: ours.perS, barePerS: theirs.perS, rssBeforeMb, peakRssMb, rssAfterMb: memoryKb(roster.pid!, 'VmRSS') / 1024 }
+    const per = (r: typeof imported | typeof exported) => `Roster ${fmt(r.rosterPerS)} users/s, bare ${fmt(r.barePerS)} users/s: ${fmt(r.rosterPerS / r.barePerS, 2)}× (target ≥ 0.5)`
+    return { engine, n, import: imported, export: exported, lines: [
+      `import of ${fmt(n)} users on ${engine}: ${per(imported)}; Roster's peak RSS ${fmt(imported.peakRssMb)} MB (target < 250); ${shed} polls refused (503)`,
+      `export of ${fmt(n)} users on ${engine}: ${per(exported)}; Roster's RSS ${fmt(rssBeforeMb)} MB before, ${fmt(peakRssMb)} at most, ${fmt(exported.rssAfterMb)} after`
+    ] }
+  })
+}
+
+/** The rows the storage engine reads for one prepared execution: the growth of Handler_read_*, less what reading it costs. */
+async function rowsRead(conn: Connection, sql: string, parameters: readonly unknown[]): Promise<number> {
+  const counters = async () => ((await conn.query("show session status like 'Handler_read%'"))[0] as Array<{ Value: string }>).reduce((n, r) => n + Number(r.Value), 0)
   await conn.execute(sql, parameters as never) // prepares it
   const before = await counters()
   await conn.execute(sql, parameters as never)
   const after = await counters()
-  const overhead = (await counters()) - after
-  return after - before - overhead
+  return after - before - ((await counters()) - after)
 }
 
 /** EXPLAIN of the statements the repositories build for the collection filters and the caller lookup. */
@@ -342,8 +375,7 @@ async function explain(sample: SeededUser, narrow: SeededUser) {
       out.push({ query: name, plan, fullScan: plan.some((p) => p.type === 'ALL' || p.type === 'index'), rowsRead: await rowsRead(conn, compiled.sql, compiled.parameters) })
     }
   } finally {
-    await conn.end()
-    await db.destroy()
+    await Promise.all([conn.end(), db.destroy()])
   }
   return out
 }
@@ -355,14 +387,25 @@ async function main() {
   mkdirSync(RESULTS, { recursive: true })
   log('building the service (npm run build)')
   execFileSync('npm', ['run', '-s', 'build'], { stdio: 'inherit' })
-  await prepareDatabase()
+  // The export reads what the import wrote: either runs both, on each engine, before the seeded scenarios.
+  const isTransfer = (s: string) => s === 'import' || s === 'export'
+  const scenarios = [...new Set(args.scenarios.split(',').filter(Boolean))]
+  const transfers = []
+  for (const n of scenarios.some(isTransfer) ? IMPORT_SIZES : []) {
+    const file = await importFile(n)
+    for (const engine of ['mysql', 'sqlite'] as const) transfers.push(await transfer(engine, n, file))
+  }
+  if (scenarios.every(isTransfer)) {
+    console.log(`\n## Roster benchmark: import and export\n${transfers.flatMap((t) => t.lines).map((l) => `- ${l}`).join('\n')}`)
+    return writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({ at: new Date().toISOString(), transfers }, null, 2))
+  }
+  await prepare('mysql', args.database, TOKENS)
 
   const roster = startRoster(PORTS.roster)
   const text = startBaseline('baseline.mjs', PORTS.baseline, { STATEMENTS: 'text' })
   const prepared = startBaseline('baseline.mjs', PORTS.baselinePrepared, { STATEMENTS: 'prepared' })
   // As many connections as Roster's two pools hold together.
   const writes = startBaseline('baseline-writes.mjs', PORTS.writes, { POOL_SIZE: '20' })
-  const scenarios = [...new Set(args.scenarios.split(',').filter(Boolean))]
   const stop = () => { for (const child of [roster, text, prepared, writes]) child.kill('SIGTERM') }
   process.on('exit', stop)
   try {
@@ -374,8 +417,8 @@ async function main() {
 
     const rows: Row[] = []
     const results: Record<string, ReturnType<typeof compare> & { warn?: ReturnType<typeof ratiosOf> }> = {}
-    const lines: string[] = []
-    for (const scenario of scenarios) {
+    const lines = transfers.flatMap((t) => t.lines)
+    for (const scenario of scenarios.filter((s) => !isTransfer(s))) {
       if (scenario === 'self-read') {
         const rounds = await alternate({
           baseline: { url: url(PORTS.baseline), pid: text.pid! }, 'baseline-prepared': { url: url(PORTS.baselinePrepared), pid: prepared.pid! }, roster: rosterTarget
@@ -406,8 +449,7 @@ async function main() {
     }
     const peakRssMb = Math.round(memoryKb(roster.pid!, 'VmHWM') / 1024)
 
-    const seeded = readFileSync(TOKENS, 'utf8').split('\n', 2000).filter(Boolean).map((l) => JSON.parse(l) as SeededUser)
-    const active = seeded.filter((u) => u.status === 'ACTIVE')
+    const active = readFileSync(TOKENS, 'utf8').split('\n', 2000).filter(Boolean).map((l) => JSON.parse(l) as SeededUser).filter((u) => u.status === 'ACTIVE')
     const plans = await explain(active[0]!, active[active.length - 1]!)
 
     console.log(`\n## Roster benchmark: ${USERS} users, ${DURATION} s a scenario, ${ROUNDS} rounds where there is a baseline, ${CONNECTIONS} connections, LOG_LEVEL=${args['log-level']}`)
@@ -415,10 +457,8 @@ async function main() {
     console.log(`Machine: ${cpus().length} × ${cpus()[0]?.model.trim()}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}\n`)
     console.log('| target | scenario | req/s | p50 ms | p99 ms | errors | timeouts | non-2xx | CPU µs/req | main thread µs/req | peak RSS MB |')
     console.log('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
-    for (const r of rows) {
-      console.log(`| ${r.target} | ${r.scenario} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.timeouts} | ${r.non2xx} | ${r.cpuUsPerRequest} | ${r.mainThreadCpuUsPerRequest} | ${r.peakRssMb} |`)
-    }
-    console.log(`\nMedians of the rounds' ratios:\n${lines.map((l) => `- ${l}`).join('\n')}`)
+    for (const r of rows) console.log(`| ${r.target} | ${r.scenario} | ${fmt(r.rps)} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.timeouts} | ${r.non2xx} | ${r.cpuUsPerRequest} | ${r.mainThreadCpuUsPerRequest} | ${r.peakRssMb} |`)
+    console.log(`\nRatios (the medians of the rounds' ratios where there are rounds):\n${lines.map((l) => `- ${l}`).join('\n')}`)
     console.log(`- Roster's peak RSS over the whole run: ${peakRssMb} MB`)
     console.log('\n### Query plans (EXPLAIN), and the rows one prepared execution read\n')
     for (const p of plans) {
@@ -436,7 +476,7 @@ async function main() {
     writeFileSync(`${RESULTS}/latest.json`, JSON.stringify({
       at: new Date().toISOString(), users: USERS, duration: DURATION, rounds: ROUNDS, connections: CONNECTIONS, logLevel: args['log-level'],
       machine: { cpus: cpus().length, model: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
-      rows, results, peakRssMb, plans, valid: failed.length === 0
+      rows, results, transfers, peakRssMb, plans, valid: failed.length === 0
     }, null, 2))
     log(`figures in ${RESULTS}/latest.json`)
   } finally {
