@@ -10,12 +10,12 @@ import { Token, TokenRequest } from './token.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from './email.js'
 import { EmailCodeAccepted, EmailCodeRequest, EmailRevert, EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from './verification.js'
 import { ErrorCode, FieldError, FieldLocation, Problem } from './problem.js'
-import { NameValue, NewUser, PasswordChange, RoleValue, StatusValue, User, UserCollection, UserRole, UserStatus } from './user.js'
+import { Ban, NameValue, NewUser, PasswordChange, RoleValue, StatusValue, User, UserCollection, UserRole, UserStatus } from './user.js'
 
 /** Every shared schema, registered once with `app.addSchema` and named by its `$id` in the OpenAPI components. */
 export const sharedSchemas = [
   ErrorCode, FieldLocation, FieldError, Problem,
-  UserStatus, UserRole, User, UserCollection, NewUser, NameValue, StatusValue, RoleValue, PasswordChange,
+  UserStatus, UserRole, Ban, User, UserCollection, NewUser, NameValue, StatusValue, RoleValue, PasswordChange,
   Email, EmailCollection, NewEmail, EmailChange, PrimaryEmailValue, VerificationSent,
   EmailVerification, EmailRevert, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm, EmailCodeRequest, EmailCodeAccepted,
   Session, SessionCollection, TokenRequest, Token,

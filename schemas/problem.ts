@@ -38,6 +38,7 @@ export const Problem = Type.Object(
     code: Type.Unsafe<ErrorCode>({ $ref: 'ErrorCode' }),
     detail: Type.Optional(Type.String()),
     errors: Type.Optional(Type.Array(Type.Unsafe<FieldError>({ $ref: 'FieldError' }))),
+    banned_until: Type.Optional(Type.String({ format: 'date-time', description: 'USER_BANNED: when the ban ends by itself, if it has an end' })),
     request_id: Type.String({ description: 'The request\'s id, as its `X-Request-Id` answer header says: quote it when reporting a problem' })
   },
   {

@@ -12,6 +12,20 @@ export type UserStatus = Static<typeof UserStatus>
 export const UserRole = stringEnum(USER_ROLES, { $id: 'UserRole', description: 'Admins may read and change every user' })
 export type UserRole = Static<typeof UserRole>
 
+export const Ban = Type.Object(
+  {
+    reason: Type.Union([Type.String(), Type.Null()], { description: 'Why, as the admin wrote it (`deprovisioned`: by the company\'s directory)' }),
+    until: Type.Union([Timestamp, Type.Null()], { description: 'When the ban ends by itself; null: until lifted' }),
+    at: Timestamp,
+    by: Type.Object({
+      type: Type.String({ description: 'admin, scim or system' }),
+      id: Type.Union([Id, Type.Null()])
+    }, { description: 'Who banned the user' })
+  },
+  { $id: 'Ban', description: 'A ban: its reason, its end, when and by whom' }
+)
+export type Ban = Static<typeof Ban>
+
 export const User = Type.Object(
   {
     id: Id,
@@ -21,7 +35,8 @@ export const User = Type.Object(
     status: ref(UserStatus),
     role: ref(UserRole),
     created_at: Timestamp,
-    updated_at: Timestamp
+    updated_at: Timestamp,
+    ban: Type.Union([ref(Ban), Type.Null()], { description: 'Why and until when the user is banned; null when it is not' })
   },
   { $id: 'User', description: 'A user; responses may gain fields: clients must ignore the ones they do not know', examples: [{'id': 42, 'href': '/users/42', 'name': 'Ada Lovelace', 'email': 'ada@example.com', 'status': 'ACTIVE', 'role': 'user', 'created_at': '2026-11-21T10:00:00.000Z', 'updated_at': '2026-11-21T10:00:00.000Z'}] }
 )
@@ -55,7 +70,11 @@ export type NewUser = Static<typeof NewUser>
  * are described in the operation (see src/http/key-path.ts).
  */
 export const NameValue = Type.Object({ name: Name }, { $id: 'NameValue', additionalProperties: false, description: 'A new name', examples: [{ name: 'Ada King' }] })
-export const StatusValue = Type.Object({ status: ref(UserStatus) }, { $id: 'StatusValue', additionalProperties: false, description: 'A new status', examples: [{ status: 'BANNED' }] })
+export const StatusValue = Type.Object({
+  status: ref(UserStatus),
+  reason: Type.Optional(Type.String({ maxLength: 500, description: 'With BANNED: why. Shown to admins on the User, never to the user at login' })),
+  until: Type.Optional(Type.String({ format: 'date-time', description: 'With BANNED: when the ban ends by itself (a time in the future)' }))
+}, { $id: 'StatusValue', additionalProperties: false, description: 'A new status; a ban may carry a reason and an end', examples: [{ status: 'BANNED', reason: 'spam', until: '2026-12-04T00:00:00Z' }] })
 export const RoleValue = Type.Object({ role: ref(UserRole) }, { $id: 'RoleValue', additionalProperties: false, description: 'A new role', examples: [{ role: 'admin' }] })
 export const PasswordChange = Type.Object(
   {

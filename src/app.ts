@@ -33,6 +33,7 @@ import tokenPurge, { type PurgeOptions } from './sessions/purge.js'
 import sessionRoutes from './sessions/routes.js'
 import steps from './steps.js'
 import tracing from './tracing/plugin.js'
+import banLift, { type BanLiftOptions } from './users/ban-lift.js'
 import firstAdmin from './users/first-admin.js'
 import exportRoutes from './exports/routes.js'
 import importWorker, { type ImportWorkerOptions } from './imports/plugin.js'
@@ -56,6 +57,8 @@ export interface BuildOptions {
   purge?: Partial<PurgeOptions>
   /** Timings of the imports' background work; tests shorten them. */
   imports?: Partial<ImportWorkerOptions>
+  /** How often ended bans are lifted; tests shorten it. */
+  bans?: Partial<BanLiftOptions>
 }
 
 /**
@@ -90,6 +93,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(idempotency)
   await app.register(tokenPurge, options.purge ?? {})
   await app.register(importWorker, options.imports ?? {})
+  await app.register(banLift, options.bans ?? {})
   await app.register(services)
   // The route machinery, then the routes: every route gets its steps from `steps`.
   await app.register(cors)

@@ -13,6 +13,7 @@ import type { SequencerOptions } from '../src/events/sequencer.js'
 import type { WebhookPluginOptions } from '../src/webhooks/plugin.js'
 import type { PurgeOptions } from '../src/sessions/purge.js'
 import type { ImportWorkerOptions } from '../src/imports/plugin.js'
+import type { BanLiftOptions } from '../src/users/ban-lift.js'
 
 /** Which engine this run of the suite uses: set by scripts/test.mjs for each leg. */
 export const ENGINE = process.env.TEST_DB === 'mysql' ? 'mysql' : 'sqlite'
@@ -120,6 +121,8 @@ export interface BuildOptions {
   purge?: Partial<PurgeOptions>
   /** Timings of the imports' background work. */
   imports?: Partial<ImportWorkerOptions>
+  /** How often ended bans are lifted. */
+  bans?: Partial<BanLiftOptions>
 }
 
 /** Builds the app on a fresh database, with an admin, closed (and its database dropped) when the test ends. */
@@ -142,8 +145,8 @@ export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
     PASSWORD_HASH_PASSES: '1',
     ...options.env
   })
-  const { logStream, mail, events, webhooks, purge, imports } = options
-  const app = await buildApp(config, { logStream, mail, events, webhooks, purge, imports })
+  const { logStream, mail, events, webhooks, purge, imports, bans } = options
+  const app = await buildApp(config, { logStream, mail, events, webhooks, purge, imports, bans })
   t.teardown(async () => {
     await app.close()
     await db.drop()

@@ -2,7 +2,7 @@ import type { Email } from '../../schemas/email.js'
 import type { Session } from '../../schemas/session.js'
 import type { User } from '../../schemas/user.js'
 import { isoTimestamp as iso } from '../common/timestamps.js'
-import type { EmailRow, SessionRow } from './rows.js'
+import { bannedAt, type EmailRow, type SessionRow } from './rows.js'
 import type { UserRow } from './users.js'
 
 // The account resources as every answer and every event shows them. `base` is PUBLIC_URL or '' (root-relative links).
@@ -11,16 +11,30 @@ export const userPath = (id: number) => `/users/${id}`
 export const emailPath = (userId: number, emailId: number) => `/users/${userId}/emails/${emailId}`
 export const sessionPath = (userId: number, sessionId: number) => `/users/${userId}/sessions/${sessionId}`
 
+/**
+ * A user as every answer and event shows it. A ban whose end has come shows as lifted at once, before the
+ * background lift writes it (users/ban-lift.ts).
+ */
 export function presentUser(row: UserRow, base: string): User {
+  const banned = bannedAt(row, Date.now())
   return {
     id: row.id,
     href: base + userPath(row.id),
     name: row.name,
     email: row.email,
-    status: row.status,
+    status: banned ? 'BANNED' : 'ACTIVE',
     role: row.role,
     created_at: iso(row.created_at),
-    updated_at: iso(row.updated_at)
+    updated_at: iso(row.updated_at),
+    // A ban older than its details (reason, end, author) shows with none of them.
+    ban: banned
+      ? {
+        reason: row.ban_reason,
+        until: row.banned_until === null ? null : iso(row.banned_until),
+        at: iso(row.banned_at ?? row.updated_at),
+        by: { type: row.banned_by_type ?? 'admin', id: row.banned_by_id }
+      }
+      : null
   }
 }
 

@@ -123,6 +123,13 @@ export class Unauthenticated extends DomainError {
   }
 }
 
+/** A banned user's sign-in: when the ban has an end, its answer says when (never why). */
+export class Banned extends Unauthenticated {
+  constructor(readonly until: number | null) {
+    super('This user is banned', 'USER_BANNED')
+  }
+}
+
 /**
  * The caller is known, but signed in too long ago for what it asks (deleting itself): a fresh sign-in, by password or
  * e-mail code, within `maxAgeSeconds` would do (RFC 9470's `insufficient_user_authentication`).

@@ -4,7 +4,7 @@ import type { Problem } from '../../schemas/problem.js'
 import { REQUEST_ID_HEADER } from './request-id.js'
 import {
   Conflict, type DomainError, Forbidden, InvalidInput, MethodNotAllowed, NotFound, PayloadTooLarge, RateLimited, ReauthRequired, RequestTimeout,
-  Unauthenticated, Unavailable,
+  Banned, Unauthenticated, Unavailable,
   Unprocessable, UnsupportedMediaType, VersionConflict
 } from '../common/errors.js'
 
@@ -67,6 +67,7 @@ export function answerTo(err: DomainError, options: AnswerOptions = VERSION_1_AN
   const status = kind === Forbidden ? options.forbiddenStatus : ownStatus
   const problem: Answer['problem'] = { type: 'about:blank', title: STATUS_CODES[status] ?? 'Error', status, code: err.code, detail: err.message }
   if (err instanceof InvalidInput && err.errors.length) problem.errors = err.errors
+  if (err instanceof Banned && err.until !== null) problem.banned_until = new Date(err.until).toISOString()
   return { status, headers: headers(err), problem }
 }
 

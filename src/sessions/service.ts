@@ -4,9 +4,10 @@ import { failedCode, type EmailCodes } from '../accounts/codes.js'
 import { presentSession } from '../accounts/present.js'
 import { isTokenShaped, newToken, tokenHash, type Passwords } from '../accounts/secrets.js'
 import { endSession, endSessions } from '../accounts/sessions.js'
-import { lockUser, pageOfUser, type UserRow } from '../accounts/users.js'
+import { liftEndedBan } from '../accounts/bans.js'
+import { bannedAt, lockUser, pageOfUser, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
-import { NotFound, RateLimited, Unauthenticated } from '../common/errors.js'
+import { Banned, NotFound, RateLimited, Unauthenticated } from '../common/errors.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
@@ -46,7 +47,7 @@ export interface Issued {
 }
 
 const wrongCredentials = () => new Unauthenticated('The address or password is wrong', 'INVALID_CREDENTIALS')
-const banned = () => new Unauthenticated('This user is banned', 'USER_BANNED')
+const banned = (user: { banned_until: number | null }) => new Banned(user.banned_until)
 const invalidGrant = () => new Unauthenticated('The refresh token is unknown, expired or revoked', 'INVALID_GRANT')
 const MAX_CLIENT = 200
 
@@ -93,15 +94,18 @@ export class SessionsService {
       throw wrongCredentials()
     }
     await attempt.succeeded()
-    if (found.status === 'BANNED') throw banned()
+    if (bannedAt(found, Date.now())) throw banned(found)
     // A hash made elsewhere (an import) or at another cost gives way to Roster's own, made before any lock is taken.
     const rehashed = this.passwords.needsRehash(found.password_hash) ? await this.passwords.hash(password) : undefined
     const issued = await inTransaction(this.db, async (trx) => {
       // The password checked out against what was read before; the token is issued only if it still holds.
       const now = Date.now()
-      const current = await lockForSession(trx, found.id)
+      let current = await lockForSession(trx, found.id)
       if (!current || current.user.password_hash !== found.password_hash) return wrongCredentials()
-      if (current.user.status === 'BANNED') return banned()
+      if (bannedAt(current.user, now)) return banned(current.user)
+      // A ban whose end has come is lifted by the sign-in itself, so that its tokens work at once.
+      if (current.user.status === 'BANNED' && await liftEndedBan(trx, found.id, now, cause.base)) current = await lockForSession(trx, found.id)
+      if (!current) return wrongCredentials()
       if (rehashed !== undefined) await replacePasswordHash(trx, found.id, found.password_hash, rehashed)
       return this.startSession(trx, credentialsOf(current.user), current.sessions, client, now, cause)
     })
@@ -124,12 +128,14 @@ export class SessionsService {
     const attempt = await this.guard.attempt(target ? `u${target.user_id}` : `e${foldedKey(email)}`, client.address)
     const guess = await this.codes.reserve(email, 'signin')
     if (!target) return failedCode(started, wrongCredentials())
-    const outcome = await guess.checking(() => inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | 'banned'> => {
+    const outcome = await guess.checking(() => inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | { banned: number | null }> => {
       const now = Date.now()
-      const current = await lockForSession(trx, target.user_id)
+      let current = await lockForSession(trx, target.user_id)
       if (!current) return 'wrong'
       if ((await this.codes.spend(trx, target.id, 'signin', code, now)) === undefined) return 'wrong'
-      if (current.user.status === 'BANNED') return 'banned'
+      if (bannedAt(current.user, now)) return { banned: current.user.banned_until }
+      if (current.user.status === 'BANNED' && await liftEndedBan(trx, target.user_id, now, cause.base)) current = await lockForSession(trx, target.user_id)
+      if (!current) return 'wrong'
       await deleteEmailTokens(trx, target.id, 'signin')
       // Reading the code proved the address (read again under the lock: a token may have verified it meanwhile).
       await verifyAddress(trx, target.user_id, target.id, now, asActor(cause, { type: 'user', id: target.user_id }))
@@ -138,7 +144,7 @@ export class SessionsService {
     if (outcome === 'wrong') return failedCode(started, wrongCredentials())
     await attempt.succeeded()
     await guess.succeeded()
-    if (outcome === 'banned') throw banned()
+    if ('banned' in outcome) throw banned({ banned_until: outcome.banned })
     return outcome
   }
 
@@ -251,8 +257,6 @@ export class SessionsService {
 
 /** The user as answers show it, without the password hash it was read with. */
 function credentialsOf(row: UserRow & { password_hash: string }): UserRow {
-  return {
-    id: row.id, name: row.name, email: row.email, status: row.status, role: row.role, version: row.version,
-    created_at: row.created_at, updated_at: row.updated_at
-  }
+  const { password_hash: _hash, ...user } = row
+  return user
 }

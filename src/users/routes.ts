@@ -157,7 +157,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
     })
   }
   keyPath('name', NameValue, 'self-or-admin', 'setUserName', 'Rename a user', ({ name }) => ({ name }))
-  keyPath('status', StatusValue, 'admin', 'setUserStatus', 'Ban or reinstate a user (admin)', ({ status }) => ({ status }), [[409, 'LAST_ADMIN']])
+  keyPath('status', StatusValue, 'admin', 'setUserStatus', 'Ban or reinstate a user (admin)', ({ status, reason, until }) => ({ status, reason, until }), [[409, 'LAST_ADMIN']])
   keyPath('role', RoleValue, 'admin', 'setUserRole', 'Change the role of a user (admin)', ({ role }) => ({ role }), [[409, 'LAST_ADMIN']])
 
   app.put('/users/:user_id/password', {

@@ -7,7 +7,7 @@ import { claimingStale, deleteUserEmails, insertEmail } from '../accounts/addres
 import type { Passwords } from '../accounts/secrets.js'
 import { presentUser } from '../accounts/present.js'
 import { endSessions, sessionSignedInAt, type Keep } from '../accounts/sessions.js'
-import { findUserById, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
+import { findUserById, lockUserRow, NO_BAN, updateUserRow, type BanColumns, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
 import { EmailTaken, Forbidden, invalidField, LastAdmin, ReauthRequired, Unauthenticated, userNotFound } from '../common/errors.js'
 import { storedNameKey } from '../common/text.js'
@@ -27,13 +27,13 @@ export interface NewUserInput {
 }
 
 /** What an admin or the user itself may change at a key path (the password has a rule of its own). */
-export type UserChange = { name: string } | { status: UserStatus } | { role: UserRole }
+export type UserChange = { name: string } | { status: UserStatus; reason?: string | undefined; until?: string | undefined } | { role: UserRole }
 
 /** What a write does beside its columns: the event it records, and the sessions it ends. */
 interface WriteEffects {
   type: EventType
   /** The user's fields as the change leaves them (those a client sees). */
-  shown?: Partial<Pick<UserRow, 'name' | 'status' | 'role'>>
+  shown?: Partial<Pick<UserRow, 'name' | 'status' | 'role' | 'ban_reason' | 'banned_until' | 'banned_at' | 'banned_by_type' | 'banned_by_id'>>
   /** Asked with the row as it was: whether the change ends the user's sessions (all, or all but `keep`), and why. */
   ending?: (before: UserRow) => { reason: SessionEndReason; keep?: Keep | undefined } | undefined
   /** The change may leave the user no longer an active admin. */
@@ -166,8 +166,9 @@ export class UsersService {
     }
     if ('status' in change) {
       const banning = change.status === 'BANNED'
-      return this.write(id, change, expected, cause, {
-        type: 'user.status_changed', shown: change, removesAdmin: banning, ending: () => (banning ? { reason: 'banned' } : undefined)
+      const columns = { status: change.status, ...banColumns(change, cause) }
+      return this.write(id, columns, expected, cause, {
+        type: 'user.status_changed', shown: columns, removesAdmin: banning, ending: () => (banning ? { reason: 'banned' } : undefined)
       })
     }
     const demoting = change.role === 'user'
@@ -248,4 +249,20 @@ export class UsersService {
       return after
     })
   }
+}
+
+/**
+ * The ban a status change writes: its reason, its end (a time to come), when and by whom; none for ACTIVE, which
+ * takes neither a reason nor an end.
+ */
+function banColumns(change: { status: UserStatus; reason?: string | undefined; until?: string | undefined }, cause: Cause): BanColumns {
+  if (change.status === 'ACTIVE') {
+    if (change.reason !== undefined) throw invalidField('/reason', 'body', 'goes with BANNED only')
+    if (change.until !== undefined) throw invalidField('/until', 'body', 'goes with BANNED only')
+    return NO_BAN
+  }
+  const now = Date.now()
+  const until = change.until === undefined ? null : Date.parse(change.until)
+  if (until !== null && !(until > now)) throw invalidField('/until', 'body', 'must be a time in the future')
+  return { ban_reason: change.reason ?? null, banned_until: until, banned_at: now, banned_by_type: cause.actor.type, banned_by_id: cause.actor.id }
 }
