@@ -105,10 +105,8 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
     }
     if (dialect === 'mysql') await sql`analyze table users, emails, tokens, sessions, refresh_tokens`.execute(db)
     else {
-      // Table statistics for the planner, without STAT4's samples: with them, SQLite (built with STAT4, as
-      // better-sqlite3 is) re-prepares every statement whose bound values it compared with the samples, at each
-      // execution. The caller lookup went from about 12 to 29 µs that way, a cost the service never has, since it
-      // never runs ANALYZE itself.
+      // Table statistics for the planner, without STAT4's samples: with them, SQLite re-prepares every statement
+      // whose bound values it compared with the samples, a cost the service never has, since it never runs ANALYZE.
       await sql`analyze`.execute(db)
       const stat4 = await sql`select 1 from sqlite_master where name = 'sqlite_stat4'`.execute(db)
       if (stat4.rows.length > 0) await sql`delete from sqlite_stat4`.execute(db)

@@ -14,10 +14,8 @@ const scopeOf = (externalSchemas: unknown, options: unknown) => createHash('sha2
 
 /**
  * Compiled validators and serializers, kept for the life of the process under the text of the schema they were
- * compiled from (with their scope and the part of the request they check). The route schemas are built anew with
- * each app, so the compilers' own caches, keyed by the schema object, never hit, and compiling the same schemas again
- * was most of what building an app cost (BENCHMARKS.md, "The test suite"). A service builds one app and compiles each
- * schema once either way; a test suite builds hundreds and now compiles each once per process.
+ * compiled from: route schemas are built anew with each app, so the compilers' own caches never hit, and a test
+ * suite builds hundreds of apps.
  */
 const validators = new Map<string, Validator>()
 const serializers = new Map<string, Serializer>()
