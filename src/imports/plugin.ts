@@ -29,7 +29,7 @@ const CLEANUP_EVERY = 60
  * stops between two batches and gives the lease back, and a killed instance's lease runs out for another to take.
  */
 async function importWorker(app: FastifyInstance, options: Partial<ImportWorkerOptions>): Promise<void> {
-  const { pollMs, batch, leaseMs } = { pollMs: 1000, batch: 200, leaseMs: app.config.IMPORT_LEASE_SECONDS * 1000, ...options }
+  const { pollMs, batch, leaseMs } = { pollMs: 1000, batch: 500, leaseMs: app.config.IMPORT_LEASE_SECONDS * 1000, ...options }
   const config = app.config
   const service = new ImportsService(app.db, {
     maxBytes: config.IMPORT_MAX_BYTES,

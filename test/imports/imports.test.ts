@@ -201,3 +201,23 @@ t.test('multipart: the fields, then a part named file', async (t) => {
   const missing = multipart({ format: 'roster' })
   assertProblem(t, await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...missing.headers }, payload: missing.payload }), 400, 'VALIDATION_FAILED')
 })
+
+t.test('an address held for a revert fails its line alone, in a real run and a dry one', async (t) => {
+  const app = await build(t, FAST)
+  const admin = await adminUser(app)
+  const owner = await newUser(app, { email: 'held@example.com' })
+  await app.db.insertInto('email_reverts').values({
+    user_id: owner.id, address: 'held@example.com', address_norm: 'held@example.com', token_hash: 'a'.repeat(64), code_hash: 'b'.repeat(64),
+    created_at: Date.now(), expires_at: Date.now() + 60_000
+  }).execute()
+  await app.inject({ method: 'DELETE', url: `/users/${owner.id}/email`, headers: owner.headers })
+  await app.db.deleteFrom('emails').where('address_norm', '=', 'held@example.com').execute()
+  const file = ndjson({ email: 'before@example.com' }, { email: 'held@example.com' }, { email: 'after@example.com' })
+  for (const query of ['?dry_run=true', '']) {
+    const done = await imported(app, admin, file, query)
+    t.match(done, { status: 'succeeded', created: 2, failed: 1 }, `held: refused ${query || 'for real'}`)
+    t.same((await errorsOf(app, admin, done.id)).map((e) => [e.line, e.code]), [[2, 'EMAIL_TAKEN']])
+  }
+  t.equal(await userByEmail(app, admin, 'held@example.com'), undefined)
+  t.ok(await userByEmail(app, admin, 'after@example.com'), 'the lines after it applied')
+})
