@@ -103,7 +103,12 @@ t.test('no generated request gets a 5xx; every 4xx is problem+json', async (t) =
         requests++
         statusCounts.set(res.statusCode, (statusCounts.get(res.statusCode) ?? 0) + 1)
         if (res.statusCode >= 500) throw new Error(`${route.method} ${url} answered ${res.statusCode}: ${res.body.slice(0, 300)}`)
-        if (res.statusCode >= 400) {
+        if (res.statusCode >= 400 && url.startsWith('/scim/v2/') && String(res.headers['content-type']).startsWith('application/scim+json')) {
+          // SCIM's own error shape, as its clients read it (what fails before the SCIM routes is problem+json).
+          const error = res.json()
+          if (!String(res.headers['content-type']).startsWith('application/scim+json') || error.status !== String(res.statusCode) ||
+            !error.schemas?.includes('urn:ietf:params:scim:api:messages:2.0:Error')) throw new Error(`${route.method} ${url}: ${res.statusCode} is not a SCIM error`)
+        } else if (res.statusCode >= 400) {
           if (!String(res.headers['content-type']).startsWith('application/problem+json')) throw new Error(`${route.method} ${url}: ${res.statusCode} is not problem+json`)
           const problem = res.json()
           if (!CODES.has(problem.code) || problem.status !== res.statusCode) throw new Error(`${route.method} ${url}: bad problem ${res.body.slice(0, 200)}`)
