@@ -92,10 +92,7 @@ export const UserQuery = Type.Object(
     email: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'Any address of the user, exact, case-insensitive' })),
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 202, description: '`ada`, `ada*`, `*ada` or `*ada*`, case-insensitive' })),
     status: Type.Optional(ref(UserStatus)),
-    filter: Type.Optional(Type.String({
-      minLength: 1, maxLength: 2000,
-      description: 'An expression in SCIM\'s filter syntax over email, name, status, role, external_id, created_at, updated_at and id: `email ew "@example.com" and (status eq "ACTIVE" or role eq "admin")`. Combines with the other filters by AND'
-    })),
+    filter: Type.Optional(Type.String({ minLength: 1, maxLength: 2000, description: 'SCIM filter syntax over email, name, status, role, external_id, created_at, updated_at and id: `email ew "@example.com"`' })),
     limit: Limit,
     cursor: Cursor
   },
