@@ -1,5 +1,5 @@
 import type { Insertable, Selectable } from 'kysely'
-import type { ImportErrorsTable, ImportsTable, UsersTable } from '../../db/types.js'
+import type { ImportErrorsTable, ImportsTable } from '../../db/types.js'
 import { EMAIL_COLUMNS } from '../accounts/addresses.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
@@ -146,11 +146,6 @@ export async function usersNamed(trx: Trx, externalId: string | null, addresses:
 /** The addresses of a user, as the account functions read them. */
 export function addressesOf(trx: Trx, userId: number) {
   return trx.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', '=', userId).orderBy('id').execute()
-}
-
-export async function insertImportedUser(trx: Trx, values: Insertable<UsersTable>): Promise<number> {
-  const result = await trx.insertInto('users').values(values).executeTakeFirstOrThrow()
-  return Number(result.insertId)
 }
 
 export async function readExternalId(trx: Trx, userId: number): Promise<string | null> {

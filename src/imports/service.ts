@@ -7,6 +7,7 @@ import { heldByRevert } from '../accounts/address-tokens.js'
 import { claimingStale, insertEmail, verifyAddress } from '../accounts/addresses.js'
 import { changeMetadata } from '../accounts/metadata.js'
 import { presentEmail, presentUser } from '../accounts/present.js'
+import { insertUser } from '../accounts/removal.js'
 import { NO_PASSWORD } from '../accounts/secrets.js'
 import { endSessions } from '../accounts/sessions.js'
 import { lockUserRow, NO_BAN, touchUser, updateUserRow, type UserRow } from '../accounts/users.js'
@@ -19,7 +20,7 @@ import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import { LineError, readRecord, type FirebaseParameters, type Incoming } from './formats.js'
 import {
   abandonedImports, addressesOf, advance, deleteImport, dropLines, finishedWithLines, finishImport, findImport, holdLease, insertErrors,
-  insertImport, insertImportedUser, linesAfter, listErrors, listImports, markFailed, markReceived, nextClaimable, readExternalId,
+  insertImport, linesAfter, listErrors, listImports, markFailed, markReceived, nextClaimable, readExternalId,
   readPasswordHash, releaseLease, stageLines, takeLease, usersNamed, type Counts, type ImportRow
 } from './repository.js'
 import { records, UnreadableFile, type Layout } from './split.js'
@@ -322,7 +323,7 @@ export class ImportsService {
   }
 
   private async create(trx: Trx, incoming: Incoming, name: string, nameKey: string, cause: Cause, now: number): Promise<void> {
-    const id = await insertImportedUser(trx, {
+    const id = await insertUser(trx, {
       name, name_search: nameKey, password_hash: incoming.passwordHash ?? NO_PASSWORD, status: incoming.status ?? 'ACTIVE',
       role: incoming.role ?? 'user', version: 1, created_at: incoming.createdAt ?? now, updated_at: now, external_id: incoming.externalId
     })

@@ -81,22 +81,6 @@ export async function userWithAddress(trx: Trx, address: string): Promise<number
   return (await q.executeTakeFirst())?.user_id
 }
 
-export async function insertScimUser(trx: Trx, values: Insertable<UsersTable>): Promise<number> {
-  const result = await trx.insertInto('users').values(values).executeTakeFirstOrThrow()
-  return Number(result.insertId)
-}
-
-export async function deleteUserRow(trx: Trx, id: number): Promise<void> {
-  await trx.deleteFrom('users').where('id', '=', id).execute()
-}
-
-/** The active admins' ids, their rows locked (MySQL): the last one is never banned nor deleted. */
-export async function lockActiveAdmins(trx: Trx): Promise<number[]> {
-  let q = trx.selectFrom('users').select('id').where('role', '=', 'admin').where('status', '=', 'ACTIVE')
-  if (locksRows(trx)) q = q.forUpdate()
-  return (await q.execute()).map((r) => r.id)
-}
-
 /** The user's addresses, locked (MySQL). */
 export function lockAddresses(trx: Trx, userId: number): Promise<EmailRow[]> {
   let q = trx.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', '=', userId).orderBy('id')

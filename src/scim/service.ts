@@ -1,12 +1,13 @@
 import type { Updateable } from 'kysely'
 import type { UsersTable } from '../../db/types.js'
 import { SCIM_MAX_RESULTS } from '../../schemas/scim.js'
-import { claimingStale, deleteUserEmails, insertEmail, makePrimary, removeEmail, verifyAddress } from '../accounts/addresses.js'
+import { claimingStale, insertEmail, makePrimary, removeEmail, verifyAddress } from '../accounts/addresses.js'
+import { deleteUser, insertUser, keepAnAdmin } from '../accounts/removal.js'
 import { presentEmail, presentUser } from '../accounts/present.js'
 import { NO_PASSWORD, newToken, type Passwords } from '../accounts/secrets.js'
 import { endSessions } from '../accounts/sessions.js'
 import { findUserById, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
-import { EmailTaken, ExternalIdTaken, LastAdmin, scimTokenNotFound, userNotFound } from '../common/errors.js'
+import { EmailTaken, ExternalIdTaken, scimTokenNotFound, userNotFound } from '../common/errors.js'
 import { foldedKey, MAX_NAME_LENGTH, sameMailbox, storedNameKey } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import { isUniqueViolation } from '../database/errors.js'
@@ -18,7 +19,7 @@ import { invalidValue } from './errors.js'
 import { applyPatch } from './patch.js'
 import { presentScimUser, type ScimJson } from './present.js'
 import {
-  deleteScimToken, deleteUserRow, findScimToken, findScimUser, insertScimToken, insertScimUser, listScimTokens, listScimUsers, lockActiveAdmins,
+  deleteScimToken, findScimToken, findScimUser, insertScimToken, listScimTokens, listScimUsers,
   lockAddresses, userWithExternalId, type ScimTokenRow, type ScimUserRow
 } from './repository.js'
 
@@ -162,7 +163,7 @@ export class ScimService {
         const now = Date.now()
         if (want.externalId !== null && await userWithExternalId(trx, want.externalId) !== undefined) throw new ExternalIdTaken(want.externalId)
         const ban = want.active ? {} : { ban_reason: DEPROVISIONED, banned_at: now, banned_by_type: cause.actor.type, banned_by_id: cause.actor.id }
-        const id = await insertScimUser(trx, {
+        const id = await insertUser(trx, {
           name: want.name, name_search: storedNameKey(want.name), password_hash: passwordHash, external_id: want.externalId,
           status: want.active ? 'ACTIVE' : 'BANNED', role: 'user', version: 1, created_at: now, updated_at: now, ...ban
         })
@@ -190,15 +191,7 @@ export class ScimService {
 
   /** Deletes the user as an admin's DELETE /users/{id} does (`user.deleted`, its sessions ended, its addresses gone). */
   async remove(id: number, expected: Expected, cause: Cause): Promise<void> {
-    await inTransaction(this.db, async (trx) => {
-      await keepAnAdmin(trx, id)
-      const row = await lockUserRow(trx, id)
-      mustMatch(row.version, expected)
-      await recordEvent(trx, cause, 'user.deleted', id, presentUser(row, cause.base))
-      await endSessions(trx, id, cause, 'user_deleted')
-      await deleteUserEmails(trx, id)
-      await deleteUserRow(trx, id)
-    })
+    await inTransaction(this.db, (trx) => deleteUser(trx, id, expected, cause))
   }
 
   private cutoff(now: number): number {
@@ -312,8 +305,3 @@ export class ScimService {
   }
 }
 
-/** LAST_ADMIN rather than leave no active admin; the admins locked before the user's row, as the API does. */
-async function keepAnAdmin(trx: Trx, id: number): Promise<void> {
-  const admins = await lockActiveAdmins(trx)
-  if (admins.includes(id) && admins.length <= 1) throw new LastAdmin()
-}

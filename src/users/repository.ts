@@ -1,11 +1,10 @@
-import { sql, type Expression, type ExpressionBuilder, type Insertable, type SelectQueryBuilder, type SqlBool } from 'kysely'
-import type { Database, UsersTable } from '../../db/types.js'
+import { sql, type Expression, type ExpressionBuilder, type SelectQueryBuilder, type SqlBool } from 'kysely'
+import type { Database } from '../../db/types.js'
 import type { UserStatus } from '../../schemas/user.js'
 import { selectUsers, type UserRow } from '../accounts/users.js'
 import { addressLookupKey, foldedKey } from '../common/text.js'
-import type { Db, Trx } from '../database/index.js'
+import type { Db } from '../database/index.js'
 import { likeEscape, prefixUpperBound } from '../database/sql.js'
-import { locksRows } from '../database/transaction.js'
 
 export type NameFilter = { mode: 'exact' | 'prefix' | 'suffix' | 'contains'; text: string }
 
@@ -76,22 +75,5 @@ export function listUsersQuery(db: Db, filters: UserFilters, afterId: number, li
 export async function listUsers(db: Db, filters: UserFilters, afterId: number, limit: number): Promise<UserRow[]> {
   if (filters.email !== undefined && addressLookupKey(filters.email) === undefined) return []
   return listUsersQuery(db, filters, afterId, limit).execute()
-}
-
-/** Inserts a user row; its id. */
-export async function insertUser(trx: Trx, values: Insertable<UsersTable>): Promise<number> {
-  const inserted = await trx.insertInto('users').values(values).executeTakeFirstOrThrow()
-  return Number(inserted.insertId)
-}
-
-export async function deleteUserRow(trx: Trx, id: number): Promise<void> {
-  await trx.deleteFrom('users').where('id', '=', id).execute()
-}
-
-/** The active admins' ids, their rows locked for the rest of the transaction (MySQL). */
-export async function lockActiveAdmins(trx: Trx): Promise<number[]> {
-  let q = trx.selectFrom('users').select('id').where('role', '=', 'admin').where('status', '=', 'ACTIVE')
-  if (locksRows(trx)) q = q.forUpdate()
-  return (await q.execute()).map((r) => r.id)
 }
 

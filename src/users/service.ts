@@ -3,20 +3,21 @@ import type { UsersTable } from '../../db/types.js'
 import type { EventType, SessionEndReason } from '../../schemas/event.js'
 import type { UserRole, UserStatus } from '../../schemas/user.js'
 import type { AddressMail } from '../accounts/address-mail.js'
-import { claimingStale, deleteUserEmails, insertEmail } from '../accounts/addresses.js'
+import { claimingStale, insertEmail } from '../accounts/addresses.js'
+import { deleteUser, insertUser, keepAnAdmin } from '../accounts/removal.js'
 import type { Passwords } from '../accounts/secrets.js'
 import { presentUser } from '../accounts/present.js'
 import { endSessions, sessionSignedInAt, type Keep } from '../accounts/sessions.js'
 import { findUserById, lockUserRow, NO_BAN, updateUserRow, type BanColumns, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
-import { EmailTaken, Forbidden, invalidField, LastAdmin, ReauthRequired, Unauthenticated, userNotFound } from '../common/errors.js'
+import { EmailTaken, Forbidden, invalidField, ReauthRequired, Unauthenticated, userNotFound } from '../common/errors.js'
 import { storedNameKey } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, written } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
-import { deleteUserRow, findPasswordHash, findUserByAddress, insertUser, listUsers, lockActiveAdmins, type UserFilters } from './repository.js'
+import { findPasswordHash, findUserByAddress, listUsers, type UserFilters } from './repository.js'
 
 export interface NewUserInput {
   name: string
@@ -53,16 +54,6 @@ export interface UsersOptions {
 function requireAdmin(caller: Caller | null, why: string): void {
   if (caller?.role === 'admin') return
   throw caller ? new Forbidden(why) : new Unauthenticated(why)
-}
-
-/**
- * Refuses to leave no active admin (LAST_ADMIN) when the user `id` stops being one. The active admins are locked
- * before the user's own row, in every transaction that can remove one, so two admins demoting each other at once
- * cannot both succeed.
- */
-async function keepAnAdmin(trx: Trx, id: number): Promise<void> {
-  const admins = await lockActiveAdmins(trx)
-  if (admins.includes(id) && admins.length <= 1) throw new LastAdmin()
 }
 
 /** The user as this transaction left it (read inside it, before any concurrent delete can land). */
@@ -217,15 +208,7 @@ export class UsersService {
         throw new ReauthRequired(this.options.reauthMaxAgeSeconds)
       }
     }
-    await inTransaction(this.db, async (trx) => {
-      await keepAnAdmin(trx, id)
-      const row = await lockUserRow(trx, id)
-      mustMatch(row.version, expected)
-      await recordEvent(trx, cause, 'user.deleted', id, presentUser(row, cause.base))
-      await endSessions(trx, id, cause, 'user_deleted')
-      await deleteUserEmails(trx, id)
-      await deleteUserRow(trx, id)
-    })
+    await inTransaction(this.db, (trx) => deleteUser(trx, id, expected, cause))
   }
 
   /**
