@@ -108,11 +108,20 @@ async function collectParts(request: FastifyRequest): Promise<void> {
  */
 async function bodies(app: FastifyInstance): Promise<void> {
   app.removeContentTypeParser('text/plain')
-  // JSON as Fastify parses it (prototype poisoning refused), from bytes that must be UTF-8: a lossy decoding would
-  // store replacement characters in place of what the client sent.
-  const parseJson = app.getDefaultJsonParser('error', 'error')
   app.removeContentTypeParser('application/json')
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
+  acceptJson(app, 'application/json')
+  await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT, parser: parseForm })
+  app.addHook('preParsing', bodyDeadline)
+}
+
+/**
+ * Reads bodies of a JSON media type (`application/json`, and in their own scopes `application/merge-patch+json` and
+ * `application/scim+json`) as Fastify parses JSON, prototype poisoning refused, from bytes that must be UTF-8: a
+ * lossy decoding would store replacement characters in place of what the client sent.
+ */
+export function acceptJson(scope: FastifyInstance, type: string): void {
+  const parseJson = scope.getDefaultJsonParser('error', 'error')
+  scope.addContentTypeParser(type, { parseAs: 'buffer' }, (request, body: Buffer, done) => {
     let text: string
     try {
       text = utf8.decode(body)
@@ -121,8 +130,6 @@ async function bodies(app: FastifyInstance): Promise<void> {
     }
     void parseJson(request, text, done)
   })
-  await app.register(formbody, { bodyLimit: app.config.BODY_LIMIT, parser: parseForm })
-  app.addHook('preParsing', bodyDeadline)
 }
 
 /** How long a request body may take to arrive, once its headers have: a body dripped slower is answered 408. */

@@ -34,7 +34,7 @@ export interface ImportsOptions {
   /** UNVERIFIED_CLAIM_SECONDS: an unverified claim this old gives an address up, as in the API. */
   claimSeconds: number
   /** METADATA_MAX_BYTES: the most a part of a user's metadata may hold, as in the API. */
-  metadataMaxBytes?: number
+  metadataMaxBytes: number
   base: string
   /** Lines applied in one transaction. */
   batch: number
@@ -88,10 +88,6 @@ async function * limited(body: AsyncIterable<Buffer | string>, max: number): Asy
  */
 export class ImportsService {
   constructor(private readonly db: Db, private readonly options: ImportsOptions) {}
-
-  private get metadataMaxBytes(): number {
-    return this.options.metadataMaxBytes ?? 8192
-  }
 
   /**
    * Receives a file: its records staged as they arrive, and the import made pending once the file has ended. A file
@@ -201,12 +197,13 @@ export class ImportsService {
         const imp = await holdLease(trx, id, lease)
         if (!imp) return 'lost' as const
         const rows = await linesAfter(trx, id, imp.processed, this.options.batch)
+        const parameters = parametersOf(imp)
         if (rows.length === 0) return 'finished' as const
         const counts: Counts = { created: 0, updated: 0, skipped: 0, failed: 0 }
         const errors: ImportLineError[] = []
         let events = false
         for (const row of rows) {
-          const outcome = await this.applyLine(trx, imp, row.body)
+          const outcome = await this.applyLine(trx, imp, parameters, row.body)
           if ('error' in outcome) {
             counts.failed++
             errors.push({ line: row.line, ...outcome.error })
@@ -240,7 +237,7 @@ export class ImportsService {
           if (!imp) return failure('LOST', '')
           line = (await linesAfter(trx, id, imp.processed, 1))[0]
           if (!line) return failure('DONE', '')
-          const applied = await this.applyLine(trx, imp, line.body)
+          const applied = await this.applyLine(trx, imp, parametersOf(imp), line.body)
           if (!('error' in applied)) await advance(trx, id, line.line, { created: 0, updated: 0, skipped: 0, failed: 0, [applied.result]: 1 }, Date.now() + this.options.leaseMs)
           return applied
         })
@@ -274,14 +271,14 @@ export class ImportsService {
   }
 
   /** One line: read, checked against the users already here, then created, updated or skipped (or only counted, dry). */
-  private async applyLine(trx: Trx, imp: ImportRow, body: string): Promise<Outcome> {
+  private async applyLine(trx: Trx, imp: ImportRow, parameters: FirebaseParameters | null, body: string): Promise<Outcome> {
     if (body.startsWith(MARK)) {
       const [, code = 'INVALID_LINE', detail = ''] = body.split(MARK)
       return failure(code, detail)
     }
     let incoming: Incoming
     try {
-      incoming = readRecord(body, imp.format, imp.parameters ? JSON.parse(imp.parameters) as FirebaseParameters : null, this.metadataMaxBytes)
+      incoming = readRecord(body, imp.format, parameters, this.options.metadataMaxBytes)
     } catch (err) {
       if (err instanceof LineError) return failure(err.code, err.message, err.email, err.externalId)
       throw err
@@ -339,7 +336,7 @@ export class ImportsService {
     await recordEvent(trx, cause, 'user.created', id, presentUser(created, cause.base))
     // Its metadata as the line gives it (user.metadata_changed after user.created), when it gives any.
     if (Object.values(incoming.metadata).some((part) => part && Object.keys(part).length > 0)) {
-      await changeMetadata(trx, id, { replace: incoming.metadata }, undefined, cause, this.metadataMaxBytes)
+      await changeMetadata(trx, id, { replace: incoming.metadata }, undefined, cause, this.options.metadataMaxBytes)
     }
   }
 
@@ -388,7 +385,7 @@ export class ImportsService {
     if (newExternal) changes.external_id = incoming.externalId
     // The line's metadata parts are merged into the user's (RFC 7396), as a PATCH of them would.
     const metadataChanged = Object.keys(incoming.metadata).length > 0 &&
-      (await changeMetadata(trx, userId, { merge: incoming.metadata }, undefined, cause, this.metadataMaxBytes, true)).changed
+      (await changeMetadata(trx, userId, { merge: incoming.metadata }, undefined, cause, this.options.metadataMaxBytes, true)).changed
     if (events.length === 0 && added.length === 0 && toVerify.length === 0 && !newExternal && !metadataChanged) return { result: 'skipped', events: false }
     if (dry) return { result: 'updated', events: false }
 
@@ -418,9 +415,14 @@ export class ImportsService {
       }, cause.base))
     }
     for (const row of toVerify) await verifyAddress(trx, userId, row!.id, now, cause)
-    if (metadataChanged) await changeMetadata(trx, userId, { merge: incoming.metadata }, undefined, cause, this.metadataMaxBytes)
+    if (metadataChanged) await changeMetadata(trx, userId, { merge: incoming.metadata }, undefined, cause, this.options.metadataMaxBytes)
     return { result: 'updated', events: true }
   }
+}
+
+/** The format's parameters of an import (Firebase's hash parameters), read once for a batch. */
+function parametersOf(imp: ImportRow): FirebaseParameters | null {
+  return imp.parameters ? JSON.parse(imp.parameters) as FirebaseParameters : null
 }
 
 /** A write that lost a race to another writer: an address or external id taken meanwhile. */

@@ -10,6 +10,7 @@ import { callerOf } from '../auth/steps.js'
 import { DomainError, NotFound, userNotFound } from '../common/errors.js'
 import type { Expected } from '../common/versions.js'
 import type { Cause } from '../events/record.js'
+import { acceptJson } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { toDomainError } from '../http/error-handler.js'
 import { NoContent, pageUnder, problems } from '../http/responses.js'
@@ -125,8 +126,7 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
   const config = { auth: 'scim' as const }
 
   // SCIM's own media type is JSON, read as the app reads JSON (strict UTF-8, prototype poisoning refused).
-  const json = app.getDefaultJsonParser('error', 'error')
-  app.addContentTypeParser(SCIM_TYPE, { parseAs: 'string' }, json)
+  acceptJson(app, SCIM_TYPE)
 
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const unreadable = !(err instanceof DomainError) && typeof err.code === 'string' && err.code.startsWith('FST_ERR_CTP_') && err.statusCode === 400

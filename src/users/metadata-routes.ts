@@ -3,13 +3,12 @@ import { UserParams } from '../../schemas/common.js'
 import { Metadata, MetadataPatch, MetadataReplacement } from '../../schemas/metadata.js'
 import { ref } from '../../schemas/ref.js'
 import { callerOf, causeOf } from '../auth/steps.js'
-import { invalidField } from '../common/errors.js'
+import { acceptJson } from '../http/bodies.js'
 import { ifMatchVersions } from '../http/etag.js'
 import { IfMatch, problems, tagged } from '../http/responses.js'
 
 const tags = ['users']
 const MERGE_PATCH = 'application/merge-patch+json'
-const utf8 = new TextDecoder('utf-8', { fatal: true })
 
 const WHO = 'Who writes what: `public` and `private` admins only (a plain user naming either is refused, 401 FORBIDDEN, and nothing changes); `unsafe` the user and admins.'
 const LIMITS = 'Each part is a JSON object of at most METADATA_MAX_BYTES bytes as compact JSON, nested at most 10 deep (400 METADATA_TOO_LARGE). A change writes `user.metadata_changed` with the changed keys\' former values.'
@@ -18,17 +17,8 @@ const LIMITS = 'Each part is a JSON object of at most METADATA_MAX_BYTES bytes a
 const metadata: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
   const service = app.services.metadata
-  // Merge patches are JSON (RFC 7396), read as the app reads JSON: strict UTF-8, prototype poisoning refused.
-  const parseJson = app.getDefaultJsonParser('error', 'error')
-  app.addContentTypeParser(MERGE_PATCH, { parseAs: 'buffer' }, (request, body: Buffer, done) => {
-    let text: string
-    try {
-      text = utf8.decode(body)
-    } catch {
-      return done(invalidField('', 'body', 'is not valid UTF-8', 'The body is not valid UTF-8'), undefined)
-    }
-    void parseJson(request, text, done)
-  })
+  // Merge patches are JSON (RFC 7396), read as the app reads JSON.
+  acceptJson(app, MERGE_PATCH)
 
   app.get('/users/:user_id/metadata', {
     config: { auth: 'self-or-admin' },
