@@ -10,8 +10,8 @@ interface Line {
 }
 
 /** An app on a database file of its own (an export reads it through a connection of its own), listening on a port. */
-async function running(t: Test) {
-  const app = await build(t, { ...FAST, url: await sharedDatabase(t) })
+async function running(t: Test, env: Record<string, string> = {}) {
+  const app = await build(t, { ...FAST, url: await sharedDatabase(t), env })
   await app.listen({ port: 0, host: '127.0.0.1' })
   const address = app.server.address()
   if (!address || typeof address === 'string') throw new Error('not listening')
@@ -110,4 +110,30 @@ t.test('an export is one snapshot, read as the client reads it', async (t) => {
   t.equal(lines.length, 1201, 'every user as it was when the export began')
   t.equal(lines.at(-1)?.name, 'User 1199', 'the renamed user as it was')
   t.ok(lines.some((l) => l.emails[0]?.address === 'u1198@example.com'), 'the deleted user as it was')
+})
+
+t.test('an export its reader walks away from gives its snapshot back and still writes its event', async (t) => {
+  // Two pooled connections: a snapshot kept by each abandoned export would leave none for the requests after them.
+  const a = await running(t, { DB_POOL_SIZE: '2' })
+  const file = Array.from({ length: 5000 }, (_, i) => JSON.stringify({ email: `w${i}@example.com` })).join('\n')
+  const started = await a.app.inject({ method: 'POST', url: '/imports', headers: { ...a.admin.headers, 'content-type': 'application/x-ndjson' }, payload: file })
+  t.match(await waitFor(a.base, a.admin, started.json<{ id: number }>().id), { created: 5000 })
+  for (let i = 0; i < 4; i++) {
+    const aborted = new AbortController()
+    const res = await fetch(`${a.base}/exports/users`, { headers: a.admin.headers, signal: aborted.signal })
+    const reader = res.body!.getReader()
+    await reader.read()
+    aborted.abort()
+    await reader.cancel().catch(() => {})
+  }
+  let events: Array<{ data: string }> = []
+  for (let i = 0; i < 100 && events.length < 4; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    events = await a.app.db.selectFrom('events').select('data').where('type', '=', 'users.exported').execute()
+  }
+  t.equal(events.length, 4, 'each cut-short export wrote users.exported')
+  t.ok(events.every((e) => (JSON.parse(e.data) as { count: number }).count <= 5001), 'with the count it had written')
+  const full = await fetch(`${a.base}/exports/users`, { headers: a.admin.headers })
+  t.equal((await full.text()).trim().split('\n').length, 5001, 'a whole export still runs: no snapshot was left holding a connection')
+  t.equal((await fetch(`${a.base}/users?limit=1`, { headers: a.admin.headers })).status, 200, 'and so do the requests beside it')
 })
