@@ -24,6 +24,8 @@ export interface UsersTable {
   banned_by_type: string | null
   banned_by_id: number | null
   role: UserRole
+  /** When a scheduled deletion becomes final (ACCOUNT_DELETION_GRACE_SECONDS); null when none is scheduled. */
+  deletion_scheduled_at: number | null
   /** Bumped by every change to the user's representation; the ETag and If-Match are built on it. */
   version: number
   created_at: number
@@ -268,6 +270,14 @@ export interface EventsTable {
   occurred_at: number
   /** The event's place in the feed, given after its transaction committed; null until then. */
   position: number | null
+  /** 1 once its user was deleted and its personal values erased (`data` `{}`, `previous` null). */
+  erased: Generated<number>
+}
+
+/** Deleted users whose events are still being erased, batch by batch (accounts/erasure.ts). */
+export interface ErasuresTable {
+  user_id: number
+  created_at: number
 }
 
 /** Counters handed out under a row lock: `events` is the last feed position given. */
@@ -324,5 +334,6 @@ export interface Database {
   idempotency_keys: IdempotencyKeysTable
   app_secrets: AppSecretsTable
   events: EventsTable
+  erasures: ErasuresTable
   event_sequence: EventSequenceTable
 }

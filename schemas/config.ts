@@ -67,6 +67,7 @@ export const Config = Type.Object(
     BODY_LIMIT: Int(1024, 1_048_576, 16_384, 'Largest accepted request body in bytes'),
     IMPORT_MAX_BYTES: Int(1024, 68_719_476_736, 1_073_741_824, 'Largest file POST /imports accepts, in bytes; read as a stream, never held in memory'),
     METADATA_MAX_BYTES: Int(2, 1_048_576, 8192, 'Largest part of a user\'s metadata (public, private, unsafe), in bytes of compact JSON; a larger one is 400 METADATA_TOO_LARGE'),
+    ACCOUNT_DELETION_GRACE_SECONDS: Int(0, 31_536_000, 0, 'A deletion waits this long, the user signed out and hidden from all but admins, who may restore it; 0: deletion is immediate'),
     IMPORT_LEASE_SECONDS: Int(1, 3600, 30, 'An instance working on an import renews its hold on it with each batch; one stopped for this long is taken over by another'),
     TRUST_PROXY: Type.Optional(Type.String({ minLength: 1, description: 'Address or CIDR list of the reverse proxy' })),
     CLIENT_IPV6_PREFIX: Int(1, 128, 64, 'IPv6 clients are counted by this prefix in every per-client limit (a /64 is one subscriber\'s network)'),

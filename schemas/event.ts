@@ -11,7 +11,7 @@ export const EVENT_TYPES = [
   'user.created', 'user.updated', 'user.status_changed', 'user.role_changed', 'user.deleted',
   'email.added', 'email.changed', 'email.verified', 'email.removed', 'email.primary_changed',
   'password.changed', 'password.reset', 'session.created', 'session.ended', 'login.failed', 'users.exported',
-  'user.metadata_changed'
+  'user.metadata_changed', 'user.deletion_scheduled', 'user.restored'
 ] as const
 
 export const EventType = stringEnum(EVENT_TYPES, { $id: 'EventType', description: 'What changed' })
@@ -32,7 +32,7 @@ export type Actor = Static<typeof Actor>
 /** Why a session ended (`data.reason` of `session.ended`). */
 export const SESSION_END_REASONS = [
   'signed_out', 'revoked', 'replay_detected', 'password_changed', 'password_reset', 'banned', 'demoted', 'user_deleted', 'session_limit',
-  'primary_reverted'
+  'primary_reverted', 'deletion_scheduled'
 ] as const
 export type SessionEndReason = (typeof SESSION_END_REASONS)[number]
 
@@ -57,7 +57,8 @@ export const Event = Type.Object(
     }),
     previous: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()], {
       description: 'The changed fields\' values before the change; null for a creation or a removal. For email.primary_changed, `{ email_id, address }` of the former primary; for user.metadata_changed, per part the changed keys\' former values (null: absent before)'
-    })
+    }),
+    erased: Type.Optional(Type.Literal(true, { description: 'Present once its user was deleted: `data` is `{}` and `previous` null, the rest kept' }))
   },
   { $id: 'Event', description: 'One change, written in the transaction that made it; it never holds a password, token, code or their hashes' }
 )
@@ -116,7 +117,8 @@ const DATA_OF: Record<EventType, TSchema> = {
   'email.added': ref(Email), 'email.changed': ref(Email), 'email.verified': ref(Email), 'email.removed': ref(Email), 'email.primary_changed': ref(Email),
   'password.changed': ref(User), 'password.reset': ref(User),
   'session.created': ref(Session), 'session.ended': ref(EndedSession), 'login.failed': ref(FailedLogin),
-  'users.exported': ref(ExportedUsers), 'user.metadata_changed': ref(Metadata)
+  'users.exported': ref(ExportedUsers), 'user.metadata_changed': ref(Metadata),
+  'user.deletion_scheduled': ref(User), 'user.restored': ref(User)
 }
 
 /** The component name of an event type's schema: `user.created` → `UserCreatedEvent`. */

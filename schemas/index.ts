@@ -6,6 +6,7 @@ import {
   Delivery, DeliveryCollection, DeliveryStatus, NewWebhook, Webhook, WebhookCollection, WebhookReplacement, WebhookSecret, WebhookWithSecret
 } from './webhook.js'
 import { scimSchemas } from './scim.js'
+import { UserData } from './privacy.js'
 import { Token, TokenRequest } from './token.js'
 import { Email, EmailChange, EmailCollection, NewEmail, PrimaryEmailValue, VerificationSent } from './email.js'
 import { EmailCodeAccepted, EmailCodeRequest, EmailRevert, EmailVerification, PasswordResetAccepted, PasswordResetConfirm, PasswordResetRequest } from './verification.js'
@@ -20,7 +21,7 @@ export const sharedSchemas = [
   EmailVerification, EmailRevert, PasswordResetRequest, PasswordResetAccepted, PasswordResetConfirm, EmailCodeRequest, EmailCodeAccepted,
   Session, SessionCollection, TokenRequest, Token,
   EventType, Actor, Event, EventCollection, EndedSession, FailedLogin, ExportedUsers, ...TypedEvents,
-  Metadata, MetadataPatch, MetadataReplacement,
+  Metadata, MetadataPatch, MetadataReplacement, UserData,
   ImportFormat, ImportStatus, Import, ImportCollection, ImportLineError, ImportErrorCollection, ImportLine,
   Webhook, WebhookWithSecret, NewWebhook, WebhookReplacement, WebhookSecret, WebhookCollection, DeliveryStatus, Delivery, DeliveryCollection,
   ...scimSchemas

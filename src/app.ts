@@ -34,6 +34,7 @@ import sessionRoutes from './sessions/routes.js'
 import steps from './steps.js'
 import tracing from './tracing/plugin.js'
 import banLift, { type BanLiftOptions } from './users/ban-lift.js'
+import deletions, { type DeletionOptions } from './users/deletion.js'
 import firstAdmin from './users/first-admin.js'
 import exportRoutes from './exports/routes.js'
 import importWorker, { type ImportWorkerOptions } from './imports/plugin.js'
@@ -59,6 +60,8 @@ export interface BuildOptions {
   imports?: Partial<ImportWorkerOptions>
   /** How often ended bans are lifted; tests shorten it. */
   bans?: Partial<BanLiftOptions>
+  /** How often scheduled deletions are made final and deleted users' events erased; tests shorten it. */
+  deletions?: Partial<DeletionOptions>
 }
 
 /**
@@ -94,6 +97,7 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   await app.register(tokenPurge, options.purge ?? {})
   await app.register(importWorker, options.imports ?? {})
   await app.register(banLift, options.bans ?? {})
+  await app.register(deletions, options.deletions ?? {})
   await app.register(services)
   // The route machinery, then the routes: every route gets its steps from `steps`.
   await app.register(cors)

@@ -57,7 +57,8 @@ async function services(app: FastifyInstance): Promise<void> {
   }, limits.events, () => app.outbox.wake())
   app.decorate('services', {
     users: new UsersService(db, passwords, limits.guard, addressMail, {
-      signupOpen: config.SIGNUP_OPEN, claimSeconds, reauthMaxAgeSeconds: config.REAUTH_MAX_AGE_SECONDS
+      signupOpen: config.SIGNUP_OPEN, claimSeconds, reauthMaxAgeSeconds: config.REAUTH_MAX_AGE_SECONDS,
+      deletionGraceSeconds: config.ACCOUNT_DELETION_GRACE_SECONDS
     }),
     metadata: new MetadataService(db, { maxBytes: config.METADATA_MAX_BYTES }),
     emails: new EmailsService(db, addressMail, { maxPerUser: config.MAX_EMAILS_PER_USER, requireEmail: config.REQUIRE_EMAIL, claimSeconds }),

@@ -15,6 +15,7 @@ import type { WebhookPluginOptions } from '../src/webhooks/plugin.js'
 import type { PurgeOptions } from '../src/sessions/purge.js'
 import type { ImportWorkerOptions } from '../src/imports/plugin.js'
 import type { BanLiftOptions } from '../src/users/ban-lift.js'
+import type { DeletionOptions } from '../src/users/deletion.js'
 
 /** Which engine this run of the suite uses: set by scripts/test.mjs for each leg. */
 export const ENGINE = process.env.TEST_DB === 'mysql' ? 'mysql' : 'sqlite'
@@ -118,10 +119,10 @@ async function makeTemplate(): Promise<Template> {
   const name = `roster_tpl_${hash.digest('hex').slice(0, 12)}`
   const admin = await createConnection(MYSQL_URL)
   try {
-    await admin.query(`select get_lock('roster_tpl', 120)`)
-    const ready = await rows(admin, `select 1 from information_schema.tables where table_schema = ? and table_name = 'template_ready'`, [name])
+    await admin.query('select get_lock(\'roster_tpl\', 120)')
+    const ready = await rows(admin, 'select 1 from information_schema.tables where table_schema = ? and table_name = \'template_ready\'', [name])
     if (ready.length === 0) {
-      for (const old of await rows(admin, `select schema_name as name from information_schema.schemata where schema_name like 'roster\\_tpl\\_%'`)) {
+      for (const old of await rows(admin, 'select schema_name as name from information_schema.schemata where schema_name like \'roster\\_tpl\\_%\'')) {
         await admin.query(`drop database \`${String(old.name)}\``)
       }
       await admin.query(`create database \`${name}\` character set utf8mb4`)
@@ -130,13 +131,13 @@ async function makeTemplate(): Promise<Template> {
       await opened.db.destroy()
       await admin.query(`create table \`${name}\`.template_ready (x integer)`)
     }
-    await admin.query(`select release_lock('roster_tpl')`)
-    const tables = (await rows(admin, `select table_name as name from information_schema.tables where table_schema = ? and table_name <> 'template_ready'`, [name]))
+    await admin.query('select release_lock(\'roster_tpl\')')
+    const tables = (await rows(admin, 'select table_name as name from information_schema.tables where table_schema = ? and table_name <> \'template_ready\'', [name]))
     const creates: string[] = []
     const filled: string[] = []
     for (const table of tables) {
       const [create] = await rows(admin, `show create table \`${name}\`.\`${String(table.name)}\``)
-      creates.push(String(create['Create Table']))
+      creates.push(String(create?.['Create Table']))
       if ((await rows(admin, `select 1 from \`${name}\`.\`${String(table.name)}\` limit 1`)).length > 0) filled.push(String(table.name))
     }
     return { name, creates, filled }
@@ -188,6 +189,8 @@ export interface BuildOptions {
   imports?: Partial<ImportWorkerOptions>
   /** How often ended bans are lifted. */
   bans?: Partial<BanLiftOptions>
+  /** How often scheduled deletions are made final and deleted users' events erased. */
+  deletions?: Partial<DeletionOptions>
 }
 
 /** Builds the app on a fresh database, with an admin, closed (and its database dropped) when the test ends. */
@@ -210,8 +213,8 @@ export async function build(t: Test, options: BuildOptions = {}): Promise<App> {
     PASSWORD_HASH_PASSES: '1',
     ...options.env
   })
-  const { logStream, mail, events, webhooks, purge, imports, bans } = options
-  const app = await buildApp(config, { logStream, mail, events, webhooks, purge, imports, bans })
+  const { logStream, mail, events, webhooks, purge, imports, bans, deletions } = options
+  const app = await buildApp(config, { logStream, mail, events, webhooks, purge, imports, bans, deletions })
   t.teardown(async () => {
     await app.close()
     await db.drop()

@@ -14,6 +14,7 @@ import * as m0012 from './0012_password_set_at.js'
 import * as m0013 from './0013_imports.js'
 import * as m0014 from './0014_scim.js'
 import * as m0015 from './0015_metadata.js'
+import * as m0016 from './0016_privacy.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
@@ -31,7 +32,8 @@ export const migrations: Record<string, Migration> = {
   '0012_password_set_at': m0012,
   '0013_imports': m0013,
   '0014_scim': m0014,
-  '0015_metadata': m0015
+  '0015_metadata': m0015,
+  '0016_privacy': m0016
 }
 
 export const migrationProvider: MigrationProvider = {

@@ -34,7 +34,8 @@ export function presentUser(row: UserRow, base: string): User {
         at: iso(row.banned_at ?? row.updated_at),
         by: { type: row.banned_by_type ?? 'admin', id: row.banned_by_id }
       }
-      : null
+      : null,
+    deletion_scheduled_at: row.deletion_scheduled_at === null ? null : iso(row.deletion_scheduled_at)
   }
 }
 

@@ -57,6 +57,12 @@ export class LastAdmin extends Conflict {
   }
 }
 
+export class DeletionNotScheduled extends Conflict {
+  constructor() {
+    super('DELETION_NOT_SCHEDULED', 'No deletion of this user is scheduled: there is nothing to restore')
+  }
+}
+
 export class EmailAlreadyVerified extends Conflict {
   constructor() {
     super('EMAIL_ALREADY_VERIFIED', 'This address is verified already')

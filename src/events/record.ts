@@ -53,3 +53,12 @@ export async function recordEvent(
   }).execute()
   cause.recorded?.()
 }
+
+/** The event of a user's deletion: erased from the start (its user is forgotten), it tells only who was deleted. */
+export async function recordDeletion(trx: Trx, cause: Cause, userId: number): Promise<void> {
+  await trx.insertInto('events').values({
+    public_id: `evt_${nextUlid()}`, type: 'user.deleted', user_id: userId, actor_type: cause.actor.type, actor_id: cause.actor.id,
+    request_id: cause.requestId, data: '{}', previous: null, occurred_at: Date.now(), position: null, erased: 1
+  }).execute()
+  cause.recorded?.()
+}

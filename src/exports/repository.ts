@@ -1,5 +1,8 @@
 import type { Kysely } from 'kysely'
 import type { Database } from '../../db/types.js'
+import { EMAIL_COLUMNS } from '../accounts/addresses.js'
+import { SESSION_COLUMNS } from '../accounts/sessions.js'
+import { EVENT_COLUMNS } from '../events/present.js'
 
 type Reader = Kysely<Database>
 
@@ -23,4 +26,19 @@ export function addressesOf(db: Reader, userIds: number[]) {
   if (userIds.length === 0) return Promise.resolve([])
   return db.selectFrom('emails').select(['user_id', 'address', 'primary_user_id', 'verified_at'])
     .where('user_id', 'in', userIds).orderBy('user_id').orderBy('id').execute()
+}
+
+/** A user's addresses, oldest first. */
+export function emailsOf(db: Reader, userId: number) {
+  return db.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', '=', userId).orderBy('id').execute()
+}
+
+/** A user's live sessions, oldest first. */
+export function sessionsOf(db: Reader, userId: number, now: number) {
+  return db.selectFrom('sessions').select(SESSION_COLUMNS).where('user_id', '=', userId).where('expires_at', '>', now).orderBy('id').execute()
+}
+
+/** The next of a user's events after the event `after` (an internal id), oldest first. */
+export function eventsOf(db: Reader, userId: number, after: number, limit: number) {
+  return db.selectFrom('events').select(EVENT_COLUMNS).where('user_id', '=', userId).where('id', '>', after).orderBy('id').limit(limit).execute()
 }

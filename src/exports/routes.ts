@@ -1,10 +1,12 @@
 import { Readable } from 'node:stream'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { UserParams } from '../../schemas/common.js'
 import { ExportQuery } from '../../schemas/import.js'
-import { causeOf } from '../auth/steps.js'
+import { Type } from '@sinclair/typebox'
+import { callerOf, causeOf } from '../auth/steps.js'
 import { openSnapshot } from '../database/snapshot.js'
 import { problems } from '../http/responses.js'
-import { ExportsService } from './service.js'
+import { ExportsService, userData } from './service.js'
 
 /** Users read and written per step of an export. */
 const BATCH = 500
@@ -33,6 +35,24 @@ const exportRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const lines = service.users(request.query.include === 'password_hash', causeOf(request))
     reply.type('application/x-ndjson').header('cache-control', 'no-store')
     return reply.send(Readable.from(lines))
+  })
+
+  app.get('/users/:user_id/export', {
+    config: { auth: 'self-or-admin' },
+    schema: {
+      operationId: 'exportUser', tags: ['users'], summary: 'Everything held about a user',
+      description: 'One JSON document: the user, its addresses, its sessions, the metadata the caller may read and its events (a plain user never sees `private` metadata), streamed as the client reads it. For the user itself (a copy of its data on request) or an admin.',
+      params: UserParams,
+      response: {
+        // A reference by name alone: the document is streamed, not serialized from an object of that type.
+        200: { description: 'The user\'s data', content: { 'application/json': { schema: Type.Ref('UserData') } } },
+        ...problems(400, 401, [404, 'USER_NOT_FOUND'])
+      }
+    }
+  }, async (request, reply) => {
+    const document = await userData(app.db, callerOf(request), request.params.user_id, app.config.PUBLIC_URL ?? '', BATCH)
+    reply.type('application/json; charset=utf-8').header('cache-control', 'no-store')
+    return reply.send(Readable.from(document))
   })
 }
 

@@ -5,7 +5,13 @@ import type { Db } from '../database/index.js'
 import type { Snapshot } from '../database/snapshot.js'
 import { inTransaction } from '../database/transaction.js'
 import { recordEvent, type Cause } from '../events/record.js'
-import { addressesOf, usersAfter } from './repository.js'
+import { presentEmail, presentSession, presentUser } from '../accounts/present.js'
+import { presentMetadata, readMetadata } from '../accounts/metadata.js'
+import { findUserById } from '../accounts/users.js'
+import type { Caller } from '../auth/caller.js'
+import { userNotFound } from '../common/errors.js'
+import { presentEvent, withoutPrivate } from '../events/present.js'
+import { addressesOf, emailsOf, eventsOf, sessionsOf, usersAfter } from './repository.js'
 
 /** A stored metadata part (compact JSON of an object written by accounts/metadata.ts), or an empty one. */
 const part = (text: string | null): Record<string, unknown> => text === null ? {} : JSON.parse(text) as Record<string, unknown>
@@ -74,4 +80,35 @@ export class ExportsService {
       this.options.wroteEvent?.()
     }
   }
+}
+
+/**
+ * Everything held about one user (GET /users/{user_id}/export), as the caller may read it: a plain user never sees
+ * `private` metadata. The user, its addresses, sessions and metadata are read before the answer starts (USER_NOT_FOUND
+ * can still be told); its events, which may be many, follow a batch at a time as the reader takes them.
+ */
+export async function userData(db: Db, caller: Caller, userId: number, base: string, batch: number): Promise<AsyncGenerator<string>> {
+  const user = await findUserById(db, userId)
+  if (!user) throw userNotFound(`id ${userId}`)
+  const admin = caller.role === 'admin'
+  const [emails, sessions, metadata] = await Promise.all([emailsOf(db, userId), sessionsOf(db, userId, Date.now()), readMetadata(db, userId)])
+  const head = JSON.stringify({
+    user: presentUser(user, base),
+    emails: emails.map((e) => presentEmail(e, base)),
+    sessions: sessions.map((s) => presentSession(s, base, caller.session_id)),
+    metadata: presentMetadata(userId, metadata.parts, base, admin)
+  })
+  return (async function * () {
+    yield `${head.slice(0, -1)},"events":[`
+    let first = true
+    for (let after = 0; ;) {
+      const rows = await eventsOf(db, userId, after, batch)
+      if (rows.length === 0) break
+      const shown = rows.map((row) => admin ? presentEvent(row) : withoutPrivate(presentEvent(row)))
+      yield (first ? '' : ',') + shown.map((e) => JSON.stringify(e)).join(',')
+      first = false
+      after = rows[rows.length - 1]!.id
+    }
+    yield ']}'
+  })()
 }

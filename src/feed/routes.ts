@@ -4,9 +4,8 @@ import { EventCollection, EventQuery, UserEventQuery } from '../../schemas/event
 import { ref } from '../../schemas/ref.js'
 import { typesOf } from '../events/types.js'
 import { collection, problems } from '../http/responses.js'
-import { presentEvent } from '../events/present.js'
+import { presentEvent, withoutPrivate } from '../events/present.js'
 import { callerOf } from '../auth/steps.js'
-import type { Event } from '../../schemas/event.js'
 
 const tags = ['events']
 
@@ -15,14 +14,6 @@ const typeFilter = (patterns: string[] | undefined) =>
   patterns === undefined ? undefined : typesOf(patterns, { in: 'query', path: '/type', code: 'INVALID_FILTER' })
 
 /** The feed of events, and a user's own activity. */
-/** An event as a plain user may see it: never `private` metadata, in `data` or in `previous`, whatever the type. */
-function withoutPrivate(event: Event): Event {
-  const { private: _data, ...data } = event.data as Record<string, unknown>
-  if (event.previous === null) return { ...event, data }
-  const { private: _previous, ...previous } = event.previous as Record<string, unknown>
-  return { ...event, data, previous }
-}
-
 const feed: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
   const service = app.services.feed

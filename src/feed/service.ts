@@ -1,3 +1,4 @@
+import { maskErasing } from '../accounts/erasure.js'
 import { pageOfUser } from '../accounts/users.js'
 import { InvalidInput } from '../common/errors.js'
 import type { Db } from '../database/index.js'
@@ -20,7 +21,8 @@ export class FeedService {
     await this.sequencer.catchUp()
     const from = after === undefined ? 0 : await positionOf(this.db, after)
     if (from === undefined) throw unknownAfter()
-    return listFeed(this.db, filter, from, limit)
+    // Events of a user deleted moments ago show erased before their batch is.
+    return maskErasing(this.db, await listFeed(this.db, filter, from, limit))
   }
 
   async activity(userId: number, types: TypeFilter, after: string | undefined, limit: number): Promise<EventRow[]> {

@@ -331,7 +331,7 @@ export class ImportsService {
     // The user as written, shown without reading it back.
     const created: UserRow = {
       id, name, email: incoming.emails.find((e) => e.primary)!.address, status: incoming.status ?? 'ACTIVE', role: incoming.role ?? 'user',
-      version: 1, created_at: incoming.createdAt ?? now, updated_at: now, ...NO_BAN
+      version: 1, created_at: incoming.createdAt ?? now, updated_at: now, ...NO_BAN, deletion_scheduled_at: null
     }
     await recordEvent(trx, cause, 'user.created', id, presentUser(created, cause.base))
     // Its metadata as the line gives it (user.metadata_changed after user.created), when it gives any.

@@ -122,6 +122,7 @@ export function findCredentials(db: Db, address: string) {
     .innerJoin('users', 'users.id', 'emails.user_id')
     .select(['users.id', 'users.password_hash', 'users.status', 'users.banned_until'])
     .where('emails.address_norm', '=', addressLookupKey(address) ?? '')
+    .where('users.deletion_scheduled_at', 'is', null)
     .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
     .executeTakeFirst()
 }
@@ -170,7 +171,7 @@ export async function lockForSession(trx: Trx, userId: number): Promise<{ user: 
     id: first.id, name: first.name, email: first.email, status: first.status, role: first.role, version: first.version,
     created_at: first.created_at, updated_at: first.updated_at, password_hash: first.password_hash,
     ban_reason: first.ban_reason, banned_until: first.banned_until, banned_at: first.banned_at,
-    banned_by_type: first.banned_by_type, banned_by_id: first.banned_by_id
+    banned_by_type: first.banned_by_type, banned_by_id: first.banned_by_id, deletion_scheduled_at: first.deletion_scheduled_at
   }
   const sessions: HeldSession[] = []
   for (const r of rows) {
@@ -189,8 +190,10 @@ export async function lockForSession(trx: Trx, userId: number): Promise<{ user: 
 export function findSignInAddress(db: Db, address: string) {
   return db
     .selectFrom('emails')
+    .innerJoin('users', 'users.id', 'emails.user_id')
     .select(['emails.id', 'emails.user_id'])
     .where('emails.address_norm', '=', addressLookupKey(address) ?? '')
+    .where('users.deletion_scheduled_at', 'is', null)
     .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
     .executeTakeFirst()
 }

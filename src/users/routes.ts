@@ -119,13 +119,28 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'self-or-admin' },
     schema: {
       operationId: 'deleteUser', tags, summary: 'Delete a user with its addresses and tokens',
-      description: 'Removes the user, its addresses, sessions and tokens in one transaction. 409 LAST_ADMIN for the last active admin.',
+      description: 'Removes the user, its addresses, sessions, tokens and metadata in one transaction, and forgets it: its events are erased (`erased: true`), its pending mail dropped. ' +
+        'With ACCOUNT_DELETION_GRACE_SECONDS above 0, schedules the deletion instead (202): the user\'s sessions end at once, it can no longer sign in, and an admin may restore it until `deletion_scheduled_at`. 409 LAST_ADMIN for the last active admin.',
       params: UserParams, headers: IfMatch,
-      response: { 204: NoContent, ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'LAST_ADMIN'], 412) }
+      response: { 202: ref(User), 204: NoContent, ...problems(400, 401, [404, 'USER_NOT_FOUND'], [409, 'LAST_ADMIN'], 412) }
     }
   }, async (request, reply) => {
-    await service.remove(callerOf(request), request.params.user_id, ifMatchVersions(request.headers['if-match']), causeOf(request))
+    const scheduled = await service.remove(callerOf(request), request.params.user_id, ifMatchVersions(request.headers['if-match']), causeOf(request))
+    if (scheduled) return reply.code(202).send(tagged(reply, scheduled.version, presentUser(scheduled, base)))
     return reply.code(204).send(null)
+  })
+
+  app.post('/users/:user_id/restore', {
+    config: { auth: 'admin' },
+    schema: {
+      operationId: 'restoreUser', tags, summary: 'Take back a scheduled deletion (admin)',
+      description: 'Until its `deletion_scheduled_at`, a user whose deletion is scheduled may be restored: it signs in again as before (its ended sessions stay ended). 409 DELETION_NOT_SCHEDULED when none is.',
+      params: UserParams, headers: IfMatch,
+      response: { 200: ref(User), ...problems(400, 401, 403, [404, 'USER_NOT_FOUND'], [409, 'DELETION_NOT_SCHEDULED'], 412) }
+    }
+  }, async (request, reply) => {
+    const row = await service.restore(request.params.user_id, ifMatchVersions(request.headers['if-match']), causeOf(request))
+    return tagged(reply, row.version, presentUser(row, base))
   })
 
   await app.register(userKeyPaths)

@@ -4,13 +4,13 @@ import type { EventType, SessionEndReason } from '../../schemas/event.js'
 import type { UserRole, UserStatus } from '../../schemas/user.js'
 import type { AddressMail } from '../accounts/address-mail.js'
 import { claimingStale, insertEmail } from '../accounts/addresses.js'
-import { deleteUser, insertUser, keepAnAdmin } from '../accounts/removal.js'
+import { deleteUser, insertUser, keepAnAdmin, restoreUser, scheduleDeletion } from '../accounts/removal.js'
 import type { Passwords } from '../accounts/secrets.js'
 import { presentUser } from '../accounts/present.js'
 import { endSessions, sessionSignedInAt, type Keep } from '../accounts/sessions.js'
 import { findUserById, lockUserRow, NO_BAN, updateUserRow, type BanColumns, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
-import { EmailTaken, Forbidden, invalidField, ReauthRequired, Unauthenticated, userNotFound } from '../common/errors.js'
+import { DeletionNotScheduled, EmailTaken, Forbidden, invalidField, ReauthRequired, Unauthenticated, userNotFound } from '../common/errors.js'
 import { storedNameKey } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
@@ -48,6 +48,8 @@ export interface UsersOptions {
   claimSeconds: number
   /** A user deleting itself must have signed in this recently (REAUTH_MAX_AGE_SECONDS). */
   reauthMaxAgeSeconds: number
+  /** How long a deletion waits, during which an admin may restore the user; 0: none (ACCOUNT_DELETION_GRACE_SECONDS). */
+  deletionGraceSeconds: number
 }
 
 /** Refuses a caller who is not an admin: UNAUTHENTICATED without a token, FORBIDDEN with one. */
@@ -197,18 +199,29 @@ export class UsersService {
   }
 
   /**
-   * Deletes a user with its addresses, sessions and tokens in one transaction (`user.deleted`, as it was). A user
-   * deleting itself must hold a session signed in (by password or e-mail code; a refresh does not count) within
-   * REAUTH_MAX_AGE_SECONDS: a stolen access token alone cannot delete the account. Admins deleting others are not.
+   * Deletes a user with its addresses, sessions and tokens in one transaction, and forgets it; or, with a grace
+   * (ACCOUNT_DELETION_GRACE_SECONDS), schedules its deletion: the user as scheduled, or undefined when it is gone. A
+   * user deleting itself must hold a session signed in (by password or e-mail code; a refresh does not count)
+   * within REAUTH_MAX_AGE_SECONDS: a stolen access token alone cannot delete the account. Admins deleting others are not.
    */
-  async remove(caller: Caller, id: number, expected: Expected, cause: Cause): Promise<void> {
+  async remove(caller: Caller, id: number, expected: Expected, cause: Cause): Promise<UserRow | undefined> {
     if (caller.id === id) {
       const signedIn = caller.session_id === null ? undefined : await sessionSignedInAt(this.db, caller.session_id)
       if (signedIn === undefined || Date.now() - signedIn > this.options.reauthMaxAgeSeconds * 1000) {
         throw new ReauthRequired(this.options.reauthMaxAgeSeconds)
       }
     }
+    const grace = this.options.deletionGraceSeconds
+    if (grace > 0) return inTransaction(this.db, (trx) => scheduleDeletion(trx, id, Date.now() + grace * 1000, expected, cause))
     await inTransaction(this.db, (trx) => deleteUser(trx, id, expected, cause))
+    return undefined
+  }
+
+  /** Takes back a scheduled deletion (admins); DELETION_NOT_SCHEDULED when none is. */
+  async restore(id: number, expected: Expected, cause: Cause): Promise<UserRow> {
+    const restored = await inTransaction(this.db, (trx) => restoreUser(trx, id, expected, cause))
+    if (!restored) throw new DeletionNotScheduled()
+    return restored
   }
 
   /**

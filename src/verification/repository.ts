@@ -38,6 +38,7 @@ export async function findResetTarget(db: Db, address: string) {
     .select(['emails.id', 'emails.user_id', 'emails.address'])
     .where('emails.address_norm', '=', key)
     .where('users.status', '=', 'ACTIVE')
+    .where('users.deletion_scheduled_at', 'is', null)
     .where((eb) => eb.or([eb('emails.primary_user_id', 'is not', null), eb('emails.verified_at', 'is not', null)]))
     .executeTakeFirst()
 }

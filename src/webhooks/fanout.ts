@@ -1,5 +1,6 @@
 import type { EventType } from '../../schemas/event.js'
 import type { Trx } from '../database/index.js'
+import { maskErasing } from '../accounts/erasure.js'
 import { EVENT_COLUMNS, presentEvent } from '../events/present.js'
 import type { Sequenced } from '../events/sequencer.js'
 import { covers } from '../events/types.js'
@@ -21,7 +22,7 @@ export async function fanOut(trx: Trx, placed: Sequenced[]): Promise<boolean> {
   const wanted = (type: EventType) => hooks.filter((h) => h.patterns.some((p) => covers(p, type)))
   const matched = placed.filter((e) => wanted(e.type).length > 0)
   if (matched.length === 0) return false
-  const rows = await trx.selectFrom('events').select(EVENT_COLUMNS).where('id', 'in', matched.map((e) => e.id)).execute()
+  const rows = await maskErasing(trx, await trx.selectFrom('events').select(EVENT_COLUMNS).where('id', 'in', matched.map((e) => e.id)).execute())
   const byId = new Map(rows.map((r) => [r.id, r]))
   const messages: NewMessage[] = []
   for (const event of matched) {

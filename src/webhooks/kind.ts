@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import { deliveryBody } from '../accounts/erasure.js'
 import type { Db } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { DeliveryFailure, type Kind, type Lane } from '../outbox/kind.js'
@@ -75,7 +76,8 @@ export class WebhookKind implements Kind<WebhookRow> {
     const secrets = await liveSecrets(this.db, webhook.id, now)
     // A webhook always has a current secret; none means it was deleted since the lane last looked.
     if (secrets.length === 0) throw new DeliveryFailure('the webhook has no secret', false)
-    return this.poster.post(new URL(webhook.url), row.data, signedHeaders(secrets, row.event_id ?? '', new Date(now), row.data))
+    const body = await deliveryBody(this.db, row.data)
+    return this.poster.post(new URL(webhook.url), body, signedHeaders(secrets, row.event_id ?? '', new Date(now), body))
   }
 
   async settled(_row: OutboxRow, lane: Lane<WebhookRow>, result: 'delivered' | 'retried' | 'failed', at: number): Promise<void> {

@@ -21,6 +21,14 @@ const CONTRACT: Record<string, {
   'GET /users/email/:email': { rule: 'self-or-admin', declared: 'caller', ok: 200 },
   'GET /users/:user_id': { rule: 'self-or-admin', ok: 200 },
   'DELETE /users/:user_id': { rule: 'self-or-admin', ok: 204 },
+  'GET /users/:user_id/export': { rule: 'self-or-admin', ok: 200 },
+  // The newest user (the row's target) scheduled for deletion, directly: there is something to restore.
+  'POST /users/:user_id/restore': {
+    rule: 'admin', ok: 200, prepare: async (app) => {
+      const newest = await app.db.selectFrom('users').select('id').orderBy('id', 'desc').limit(1).executeTakeFirstOrThrow()
+      await app.db.updateTable('users').set({ deletion_scheduled_at: Date.now() + 60_000 }).where('id', '=', newest.id).execute()
+    }
+  },
   'PUT /users/:user_id/name': { rule: 'self-or-admin', body: () => ({ name: 'Renamed' }), ok: 200 },
   'PUT /users/:user_id/password': { rule: 'self-or-admin', body: (f) => ({ password: 'new-password-9', current_password: f.target.password }), ok: 204 },
   'PUT /users/:user_id/status': { rule: 'admin', body: () => ({ status: 'BANNED' }), ok: 200 },
