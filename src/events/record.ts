@@ -54,6 +54,17 @@ export async function recordEvent(
   cause.recorded?.()
 }
 
+/** Several events of one cause, in one statement (an import's new users): as recordEvent writes each. */
+export async function recordEvents(trx: Trx, cause: Cause, events: Array<{ type: EventType; userId: number | null; data: Fields }>): Promise<void> {
+  if (events.length === 0) return
+  const now = Date.now()
+  await trx.insertInto('events').values(events.map(({ type, userId, data }) => ({
+    public_id: `evt_${nextUlid()}`, type, user_id: userId, actor_type: cause.actor.type, actor_id: cause.actor.id,
+    request_id: cause.requestId, data: JSON.stringify(data), previous: null, occurred_at: now, position: null
+  }))).execute()
+  cause.recorded?.()
+}
+
 /** The event of a user's deletion: erased from the start (its user is forgotten), it tells only who was deleted. */
 export async function recordDeletion(trx: Trx, cause: Cause, userId: number): Promise<void> {
   await trx.insertInto('events').values({

@@ -1,5 +1,5 @@
 import type { Insertable, Selectable } from 'kysely'
-import type { ImportErrorsTable, ImportsTable } from '../../db/types.js'
+import type { EmailsTable, ImportErrorsTable, ImportsTable } from '../../db/types.js'
 import { EMAIL_COLUMNS } from '../accounts/addresses.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
@@ -156,4 +156,31 @@ export async function readExternalId(trx: Trx, userId: number): Promise<string |
 export async function readPasswordHash(trx: Trx, userId: number): Promise<string | undefined> {
   const row = await trx.selectFrom('users').select('password_hash').where('id', '=', userId).executeTakeFirst()
   return row?.password_hash
+}
+
+/**
+ * Which of these external ids and folded addresses are taken here (`x:` and `a:` keys): by a user, or held by a
+ * revert still live. Locked on MySQL, as usersNamed locks them, so that what was free stays free until the batch commits.
+ */
+export async function keysTaken(trx: Trx, externalIds: string[], addressNorms: string[], now: number): Promise<Set<string>> {
+  const taken = new Set<string>()
+  if (externalIds.length) {
+    let q = trx.selectFrom('users').select('external_id').where('external_id', 'in', externalIds)
+    if (locksRows(trx)) q = q.forUpdate()
+    for (const row of await q.execute()) taken.add(`x:${row.external_id}`)
+  }
+  if (addressNorms.length) {
+    let q = trx.selectFrom('emails').select('address_norm').where('address_norm', 'in', addressNorms)
+    if (locksRows(trx)) q = q.forUpdate()
+    for (const row of await q.execute()) taken.add(`a:${row.address_norm}`)
+    let held = trx.selectFrom('email_reverts').select('address_norm').where('address_norm', 'in', addressNorms).where('expires_at', '>', now)
+    if (locksRows(trx)) held = held.forUpdate()
+    for (const row of await held.execute()) taken.add(`a:${row.address_norm}`)
+  }
+  return taken
+}
+
+/** Address rows of new users, in one statement. */
+export async function insertEmailRows(trx: Trx, rows: Array<Insertable<EmailsTable>>): Promise<void> {
+  if (rows.length) await trx.insertInto('emails').values(rows).execute()
 }

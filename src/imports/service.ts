@@ -16,11 +16,11 @@ import { foldedKey, storedNameKey } from '../common/text.js'
 import { isUniqueViolation } from '../database/errors.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
-import { changedFields, recordEvent, type Cause } from '../events/record.js'
+import { changedFields, recordEvent, recordEvents, type Cause } from '../events/record.js'
 import { LineError, readRecord, type FirebaseParameters, type Incoming } from './formats.js'
 import {
-  abandonedImports, addressesOf, advance, deleteImport, dropLines, finishedWithLines, finishImport, findImport, holdLease, insertErrors,
-  insertImport, linesAfter, listErrors, listImports, markFailed, markReceived, nextClaimable, readExternalId,
+  abandonedImports, addressesOf, advance, deleteImport, dropLines, finishedWithLines, finishImport, findImport, holdLease, insertEmailRows, insertErrors,
+  insertImport, keysTaken, linesAfter, listErrors, listImports, markFailed, markReceived, nextClaimable, readExternalId,
   readPasswordHash, releaseLease, stageLines, takeLease, usersNamed, type Counts, type ImportRow
 } from './repository.js'
 import { records, UnreadableFile, type Layout } from './split.js'
@@ -57,6 +57,15 @@ export interface ImportRequest {
 }
 
 type Outcome = { result: 'created' | 'updated' | 'skipped'; events: boolean } | { error: Omit<ImportLineError, 'line'> }
+const CREATED: Outcome = { result: 'created', events: true }
+
+/** A line read and checked on its own, before the database is asked. */
+interface Read {
+  incoming: Incoming
+  name: string
+  nameKey: string
+  fail: (code: string, detail: string) => Outcome
+}
 
 const LAYOUTS: Record<ImportFormat, Layout> = { roster: 'ndjson', auth0: 'array', firebase: 'users-array' }
 /** A staged line that could not be a record: its code and detail, after a NUL no JSON text starts with. */
@@ -202,11 +211,13 @@ export class ImportsService {
         const counts: Counts = { created: 0, updated: 0, skipped: 0, failed: 0 }
         const errors: ImportLineError[] = []
         let events = false
-        for (const row of rows) {
-          const outcome = await this.applyLine(trx, imp, parameters, row.body)
+        const reads = rows.map((row) => ({ line: row.line, read: this.readLine(imp, parameters, row.body) }))
+        const created = await this.createFresh(trx, imp, reads)
+        for (const { line, read } of reads) {
+          const outcome = 'incoming' in read ? created.has(line) ? CREATED : await this.applyRead(trx, imp, read) : read
           if ('error' in outcome) {
             counts.failed++
-            errors.push({ line: row.line, ...outcome.error })
+            errors.push({ line, ...outcome.error })
           } else {
             counts[outcome.result]++
             events ||= outcome.events
@@ -271,7 +282,13 @@ export class ImportsService {
   }
 
   /** One line: read, checked against the users already here, then created, updated or skipped (or only counted, dry). */
-  private async applyLine(trx: Trx, imp: ImportRow, parameters: FirebaseParameters | null, body: string): Promise<Outcome> {
+  private applyLine(trx: Trx, imp: ImportRow, parameters: FirebaseParameters | null, body: string): Promise<Outcome> {
+    const read = this.readLine(imp, parameters, body)
+    return 'incoming' in read ? this.applyRead(trx, imp, read) : Promise.resolve(read)
+  }
+
+  /** A line read and checked on its own (its format, its name, how many addresses): the user it brings, or its failure. */
+  private readLine(imp: ImportRow, parameters: FirebaseParameters | null, body: string): Read | Outcome {
     if (body.startsWith(MARK)) {
       const [, code = 'INVALID_LINE', detail = ''] = body.split(MARK)
       return failure(code, detail)
@@ -288,14 +305,17 @@ export class ImportsService {
     const fail = (code: string, detail: string) => failure(code, detail, primary, external)
     if (incoming.emails.length > this.options.maxEmailsPerUser) return fail('VALIDATION_FAILED', `A user may have at most ${this.options.maxEmailsPerUser} addresses`)
     const name = incoming.name ?? primary.slice(0, primary.lastIndexOf('@')).slice(0, 200)
-    let nameKey: string
     try {
-      nameKey = storedNameKey(name)
+      return { incoming, name, nameKey: storedNameKey(name), fail }
     } catch (err) {
       if (err instanceof DomainError) return fail('VALIDATION_FAILED', err.message)
       throw err
     }
+  }
 
+  /** A line read, checked against the users already here, then created, updated or skipped (or only counted, dry). */
+  private async applyRead(trx: Trx, imp: ImportRow, { incoming, name, nameKey, fail }: Read): Promise<Outcome> {
+    const external = incoming.externalId
     const named = await usersNamed(trx, external, incoming.emails.map((e) => e.address))
     const ids = [...new Set(named.map((n) => n.id))]
     if (ids.length > 1) {
@@ -310,13 +330,64 @@ export class ImportsService {
     for (const { address } of dry ? incoming.emails : []) {
       if (await heldByRevert(trx, address, existing ?? 0, now)) return fail('EMAIL_TAKEN', `The address ${address} belongs to a user already`)
     }
-    const cause: Cause = { actor: { type: 'admin', id: imp.created_by }, requestId: imp.request_id, base: this.options.base }
+    const cause = this.causeOf(imp)
     if (existing === undefined) {
       if (!dry) await this.create(trx, incoming, name, nameKey, cause, now)
       return { result: 'created', events: !dry }
     }
     if (imp.on_conflict === 'skip') return { result: 'skipped', events: false }
     return this.update(trx, existing, incoming, dry, cause, now, fail)
+  }
+
+  private causeOf(imp: ImportRow): Cause {
+    return { actor: { type: 'admin', id: imp.created_by }, requestId: imp.request_id, base: this.options.base }
+  }
+
+  /**
+   * The batch's new users, written together: the lines (of a real run) that name nobody here, by external id or
+   * address, whose addresses no revert holds, and that share no key with another line of the batch. Their users are
+   * inserted one by one (each id is needed), their addresses and `user.created` events in one statement each. The
+   * other lines go their own way, a line at a time. The lines created.
+   */
+  private async createFresh(trx: Trx, imp: ImportRow, reads: Array<{ line: number; read: Read | Outcome }>): Promise<Set<number>> {
+    if (imp.dry_run === 1) return new Set()
+    const keysOf = ({ incoming }: Read) => [
+      ...(incoming.externalId === null ? [] : [`x:${incoming.externalId}`]), ...incoming.emails.map((e) => `a:${foldedKey(e.address)}`)
+    ]
+    const lines = reads.flatMap(({ line, read }) => 'incoming' in read ? [{ line, read, keys: [...new Set(keysOf(read))] }] : [])
+    const uses = new Map<string, number>()
+    for (const { keys } of lines) for (const key of keys) uses.set(key, (uses.get(key) ?? 0) + 1)
+    const alone = lines.filter(({ keys }) => keys.every((key) => uses.get(key) === 1))
+    if (alone.length === 0) return new Set()
+    const now = Date.now()
+    const taken = await keysTaken(trx, alone.flatMap(({ read }) => read.incoming.externalId ?? []),
+      alone.flatMap(({ read }) => read.incoming.emails.map((e) => foldedKey(e.address))), now)
+    const fresh = alone.filter(({ keys }) => keys.every((key) => !taken.has(key)))
+    const cause = this.causeOf(imp)
+    const users: Array<{ id: number; incoming: Incoming; row: UserRow }> = []
+    for (const { read: { incoming, name, nameKey } } of fresh) {
+      const values = {
+        name, name_search: nameKey, password_hash: incoming.passwordHash ?? NO_PASSWORD, status: incoming.status ?? 'ACTIVE',
+        role: incoming.role ?? 'user', version: 1, created_at: incoming.createdAt ?? now, updated_at: now, external_id: incoming.externalId
+      }
+      const id = await insertUser(trx, values)
+      const row: UserRow = {
+        id, name, email: incoming.emails.find((e) => e.primary)!.address, status: values.status, role: values.role,
+        version: 1, created_at: values.created_at, updated_at: now, ...NO_BAN, deletion_scheduled_at: null
+      }
+      users.push({ id, incoming, row })
+    }
+    await insertEmailRows(trx, users.flatMap(({ id, incoming }) => incoming.emails.map((e) => ({
+      user_id: id, address: e.address, address_norm: foldedKey(e.address), primary_user_id: e.primary ? id : null, version: 1,
+      created_at: now, updated_at: now, verified_at: e.verified ? now : null, claimed_at: now
+    }))))
+    await recordEvents(trx, cause, users.map(({ id, row }) => ({ type: 'user.created', userId: id, data: presentUser(row, cause.base) })))
+    for (const { id, incoming } of users) {
+      if (Object.values(incoming.metadata).some((part) => part && Object.keys(part).length > 0)) {
+        await changeMetadata(trx, id, { replace: incoming.metadata }, undefined, cause, this.options.metadataMaxBytes)
+      }
+    }
+    return new Set(fresh.map(({ line }) => line))
   }
 
   private async create(trx: Trx, incoming: Incoming, name: string, nameKey: string, cause: Cause, now: number): Promise<void> {

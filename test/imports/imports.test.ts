@@ -221,3 +221,28 @@ t.test('an address held for a revert fails its line alone, in a real run and a d
   t.equal(await userByEmail(app, admin, 'held@example.com'), undefined)
   t.ok(await userByEmail(app, admin, 'after@example.com'), 'the lines after it applied')
 })
+
+t.test('a batch writes its new users together; lines of one batch naming one user still meet it, in order', async (t) => {
+  const app = await build(t, { imports: { pollMs: 20, batch: 50 } })
+  const admin = await adminUser(app)
+  const file = ndjson(
+    { external_id: 'e-1', email: 'one@example.com', name: 'One', metadata: { public: { plan: 'pro' } } },
+    { email: 'two@example.com' },
+    { external_id: 'e-1', email: 'one-again@example.com', name: 'One Again' },
+    { email: 'TWO@example.com', name: 'Two Twice' },
+    { email: 'three@example.com', name: 'Three' }
+  )
+  const done = await imported(app, admin, file, '?on_conflict=update')
+  t.match(done, { status: 'succeeded', created: 3, updated: 2, failed: 0 })
+  const one = await userByEmail(app, admin, 'one@example.com')
+  t.equal(one?.name, 'One Again', 'the later line updated the user the earlier one created')
+  t.same(await emailsOf(app, admin, one!.id), [['one@example.com', true, false], ['one-again@example.com', false, false]])
+  t.equal((await userByEmail(app, admin, 'two@example.com'))?.name, 'Two Twice')
+  const metadata = await app.inject({ url: `/users/${one!.id}/metadata`, headers: admin.headers })
+  t.same(metadata.json<{ public: unknown }>().public, { plan: 'pro' })
+  const events = (await app.inject({ url: '/events?limit=200', headers: admin.headers })).json<{ items: Array<{ type: string; user_id: number }> }>().items
+    .filter((e) => e.user_id !== admin.id).map((e) => e.type)
+  t.same(events.filter((type) => type === 'user.created').length, 3, 'one user.created a user')
+  t.same(events.filter((type) => type === 'user.metadata_changed').length, 1)
+  t.same(events.filter((type) => type === 'user.updated').length, 2)
+})
