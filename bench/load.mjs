@@ -60,7 +60,10 @@ const scenarios = {
     }]
   },
   // 7. logins: bounded by argon2id by design
-  'login': { requests: [{ setupRequest: (r) => { const u = random(); return { ...r, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify({ email: u.email, password }) } } }] }
+  'login': { requests: [{ setupRequest: (r) => { const u = random(); return { ...r, method: 'POST', path: '/auth/tokens', headers: json, body: JSON.stringify({ email: u.email, password }) } } }] },
+  // 8. admin: a page of 200 users, through the API and through SCIM
+  'list-200': asAdmin(() => '/users?limit=200'),
+  'scim-200': asAdmin(() => '/scim/v2/Users?count=200')
 }
 
 const options = scenarios[scenario]

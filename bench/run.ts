@@ -23,16 +23,13 @@ import { listUsersQuery } from '../src/users/repository.js'
 import { seed, type SeededUser } from '../scripts/seed.js'
 import { cpuMicros, mainThreadCpuMicros, startCommand, waitFor } from './processes.js'
 
-const { values: args } = parseArgs({
-  options: {
-    users: { type: 'string', default: '20000' }, duration: { type: 'string', default: '10' }, rounds: { type: 'string', default: '5' },
-    connections: { type: 'string', default: '50' }, reuse: { type: 'boolean', default: false },
-    'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' }, database: { type: 'string', default: 'roster_bench' },
-    scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,refresh,login,embedded,metrics,import,export' },
-    'sqlite-file': { type: 'string', default: 'bench/results/roster_bench.sqlite' }, 'log-level': { type: 'string', default: 'info' },
-    'node-options': { type: 'string', default: '' }
-  }
-})
+const { values: args } = parseArgs({ options: {
+  users: { type: 'string', default: '20000' }, duration: { type: 'string', default: '10' }, rounds: { type: 'string', default: '5' },
+  connections: { type: 'string', default: '50' }, reuse: { type: 'boolean', default: false },
+  'mysql-url': { type: 'string', default: process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306' }, database: { type: 'string', default: 'roster_bench' },
+  scenarios: { type: 'string', default: 'self-read,name-prefix,email-filter,own-emails,rename,refresh,login,scim-list,embedded,metrics,import,export' },
+  'sqlite-file': { type: 'string', default: 'bench/results/roster_bench.sqlite' }, 'log-level': { type: 'string', default: 'info' }, 'node-options': { type: 'string', default: '' }
+} })
 
 const USERS = Number(args.users)
 const DURATION = Number(args.duration)
@@ -47,10 +44,8 @@ const SQLITE_FILE = args['sqlite-file']
 const SQLITE_TOKENS = `${RESULTS}/tokens-embedded.jsonl`
 const PASSWORD = 'seed-password-1'
 const ADMIN = { email: 'bench-admin@example.com', password: 'bench-admin-password' }
-const PORTS = {
-  roster: 3301, baseline: 3302, baselinePrepared: 3303, writes: 3310,
-  embedded: 3304, embeddedBaseline: 3305, embeddedWarn: 3311, metricsOff: 3307, metricsOn: 3312, metricsOnMetrics: 3412, transfer: 3320, transferBaseline: 3321
-}
+const PORTS = { roster: 3301, baseline: 3302, baselinePrepared: 3303, writes: 3310, embedded: 3304, embeddedBaseline: 3305, embeddedWarn: 3311,
+  metricsOff: 3307, metricsOn: 3312, metricsOnMetrics: 3412, transfer: 3320, transferBaseline: 3321 }
 /** Users of the import and export scenarios; BENCH_IMPORT_BIG=1 adds a run of a million, to show the RSS stays flat. */
 const IMPORT_SIZES = [Number(process.env.BENCH_IMPORT_USERS ?? 100_000), ...(process.env.BENCH_IMPORT_BIG === '1' ? [1_000_000] : [])]
 
@@ -113,7 +108,8 @@ const memoryKb = (pid: number, field: 'VmRSS' | 'VmHWM') => Number(new RegExp(`$
 
 interface Figures { scenario: string; rps: number; p50: number; p99: number; errors: number; timeouts: number; non2xx: number; total: number }
 type Measured = Figures & { peakRssMb: number; cpuUsPerRequest: number; mainThreadCpuUsPerRequest: number; statementsPerRequest?: number | undefined }
-type Target = { url: string; pid: number }
+/** A server under load; `scenario`, when set, is the one it is loaded with instead of the round's. */
+type Target = { url: string; pid: number; scenario?: string }
 type Row = Measured & { target: string }
 
 let statusConnection: Connection | undefined
@@ -169,7 +165,7 @@ async function alternate<T extends string>(
   const order = Object.keys(targets) as T[]
   const scenario = options.scenario ?? 'self-read'
   const run = async (target: T, duration: number) =>
-    load(targets[target], scenario, duration, adminToken, options.tokensFile ?? TOKENS, (await options.before?.()) ?? {})
+    load(targets[target], targets[target].scenario ?? scenario, duration, adminToken, options.tokensFile ?? TOKENS, (await options.before?.()) ?? {})
   for (const target of order) await run(target, 3)
   const rounds: Array<Record<T, Measured>> = []
   for (let round = 1; round <= ROUNDS; round++) {
@@ -434,6 +430,10 @@ async function main() {
         lines.push(`${scenario} against the bare write baseline: ${ratio(result.ratios)}, the main thread's CPU ${fmt(result.ratios.mainThreadCpu, 2)}× ` +
           `(${cpu('roster').mainThreadCpuUsPerRequest} / ${cpu('baseline-writes').mainThreadCpuUsPerRequest} µs); statements a request ` +
           `${fmt(cpu('roster').statementsPerRequest ?? 0, 1)} / ${fmt(cpu('baseline-writes').statementsPerRequest ?? 0, 1)}`)
+      } else if (scenario === 'scim-list') {
+        const rounds = await alternate({ 'list-200': { ...rosterTarget, scenario: 'list-200' }, 'scim-200': { ...rosterTarget, scenario: 'scim-200' } }, scenario, adminToken)
+        const result = results[scenario] = compare(rounds, 'scim-200', 'list-200', scenario)
+        lines.push(`SCIM list of 200 against GET /users?limit=200: ${ratio(result.ratios)} (target: p99 ≤ 1.2×)`)
       } else if (scenario === 'embedded') {
         const result = results[scenario] = await embedded()
         lines.push(`embedded self-read against node:http + better-sqlite3: at ${args['log-level']} ${ratio(result.ratios)}; at warn ${ratio(result.warn)}`)
