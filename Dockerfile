@@ -11,6 +11,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY schemas ./schemas
 COPY db ./db
+COPY console ./console
 COPY scripts ./scripts
 RUN npm run build && npm prune --omit=dev
 

@@ -8,7 +8,7 @@ import tseslint from 'typescript-eslint'
 
 // The floors of ARCHITECTURE.md, held: http/ knows no feature; accounts/, events/ and auth/ sit beneath the features; a
 // feature never reaches into another's service or repository.
-const FEATURES = ['users', 'emails', 'sessions', 'verification', 'health', 'idempotency', 'feed', 'webhooks', 'imports', 'exports', 'scim']
+const FEATURES = ['users', 'emails', 'sessions', 'verification', 'health', 'idempotency', 'feed', 'webhooks', 'imports', 'exports', 'scim', 'console']
 const restrict = (group, message) => ({ 'no-restricted-imports': ['error', { patterns: [{ group, message }] }] })
 const layering = [
   {
@@ -69,6 +69,14 @@ export default defineConfig(
     extends: [tseslint.configs.disableTypeChecked],
     languageOptions: {
       globals: Object.fromEntries(['process', 'console', 'URL', 'Buffer', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'setImmediate']
+        .map((name) => [name, 'readonly']))
+    }
+  },
+  {
+    // The console's page runs in a browser.
+    files: ['console/**/*.js'],
+    languageOptions: {
+      globals: Object.fromEntries(['document', 'location', 'fetch', 'confirm', 'sessionStorage', 'FormData', 'URLSearchParams', 'addEventListener', 'removeEventListener', 'setTimeout']
         .map((name) => [name, 'readonly']))
     }
   }

@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // `npm start`'s first step (and `npm run build`, with --always): builds dist/ (tsc -p tsconfig.build.json) only when a source is newer than the last build,
 // so that a start after the first one takes no compile. The sources are what tsconfig.build.json includes, the
-// tsconfig files themselves and package-lock.json (a dependency's types can change the output).
+// tsconfig files themselves and package-lock.json (a dependency's types can change the output), and the console's
+// page (console/), which is copied beside the compiled code.
 import { spawnSync } from 'node:child_process'
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 const root = new URL('..', import.meta.url).pathname
@@ -18,7 +19,7 @@ function newest(path) {
 }
 
 const { include } = JSON.parse(readFileSync(join(root, 'tsconfig.build.json'), 'utf8'))
-const sources = [...include, 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'].map((p) => join(root, p))
+const sources = [...include, 'console', 'tsconfig.json', 'tsconfig.build.json', 'package-lock.json'].map((p) => join(root, p))
 const built = existsSync(STAMP) ? statSync(STAMP).mtimeMs : 0
 const always = process.argv.includes('--always') // npm run build
 if (!always && built > 0 && sources.every((source) => newest(source) < built)) process.exit(0)
@@ -27,5 +28,6 @@ if (!always) console.error('Building the service (dist/ is older than its source
 const started = Date.now()
 const tsc = spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' })
 if (tsc.status !== 0) process.exit(tsc.status ?? 1)
+cpSync(join(root, 'console'), join(root, 'dist', 'console'), { recursive: true })
 writeFileSync(STAMP, `built ${new Date().toISOString()}\n`)
 if (!always) console.error(`Built in ${((Date.now() - started) / 1000).toFixed(1)} s.`)

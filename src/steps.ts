@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyInstance, RouteOptions } from 'fastify'
 import { callerLookup } from './auth/caller.js'
+import { consoleToken } from './console/session.js'
 import { authenticateStep, authorizeStep } from './auth/steps.js'
 import { multipartStep } from './http/bodies.js'
 import { conditionalGetStep } from './http/conditional.js'
@@ -25,7 +26,7 @@ export type Step = { [P in Phase]: { name: string; phase: P; hook: (route: Route
 
 /**
  * The per-route steps, in the order a request meets them: the only place that order is written.
- * - authenticate: who the caller is, from the bearer token (before any body is read); a route that needs a caller
+ * - authenticate: who the caller is, from the bearer token or the console's cookie (before any body is read); a route that needs a caller
  *   refuses here (and counts the refusal against the client address);
  * - rate-limit: one hit per request on the caller's window (the user, else the client address), before anything
  *   else can refuse it, so that requests refused at validation or authorization count as well;
@@ -42,7 +43,7 @@ export function routeSteps(app: FastifyInstance): Step[] {
   const limiter = rateLimiter({ counter: app.limits.requests, max: config.RATE_LIMIT_MAX, windowSeconds: config.RATE_LIMIT_WINDOW_SECONDS })
   const keys = app.idempotencyKeys
   return [
-    { name: 'authenticate', phase: 'onRequest', hook: authenticateStep({ findCaller: callerLookup(app.db), publicPrefixes: [DOCS_PREFIX], onRefusal: limiter.refusal }) },
+    { name: 'authenticate', phase: 'onRequest', hook: authenticateStep({ findCaller: callerLookup(app.db), publicPrefixes: [DOCS_PREFIX], onRefusal: limiter.refusal, otherToken: consoleToken }) },
     { name: 'rate-limit', phase: 'onRequest', hook: limiter.step },
     { name: 'canonical-ids', phase: 'preValidation', hook: canonicalIdsStep },
     { name: 'multipart', phase: 'preValidation', hook: multipartStep },

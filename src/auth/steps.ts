@@ -19,6 +19,8 @@ export interface AuthenticateOptions {
   publicPrefixes: string[]
   /** Runs when a request is refused at authentication: it may answer with an error of its own (a 429) instead. */
   onRefusal?: (request: FastifyRequest, reply: FastifyReply) => Promise<DomainError | undefined>
+  /** Where else a request without a bearer token may carry one (the console's cookie). */
+  otherToken?: (request: FastifyRequest) => string | undefined
 }
 
 function bearerToken(header: string | undefined): string | undefined {
@@ -44,7 +46,7 @@ export function authenticateStep(options: AuthenticateOptions): (route: RouteOpt
     // Only the routes of the `scim` rule know SCIM tokens: anywhere else one is an unknown token.
     const findScimToken = rule === 'scim' && scope ? scimTokenLookup(scope.db) : undefined
     return async (request, reply) => {
-      const token = bearerToken(request.headers.authorization)
+      const token = bearerToken(request.headers.authorization) ?? (request.headers.authorization ? undefined : options.otherToken?.(request))
       const hash = token ? tokenHash(token) : undefined
       const caller = hash ? await options.findCaller(hash) : undefined
       request.caller = caller ?? null

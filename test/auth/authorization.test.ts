@@ -92,7 +92,9 @@ const CONTRACT: Record<string, {
 }
 const PUBLIC = [
   'POST /users', 'POST /auth/tokens', 'GET /health/live', 'GET /health/ready', 'GET /openapi.json', 'GET /openapi-3.0.json',
-  'POST /auth/email-verifications', 'POST /auth/password-resets', 'POST /auth/password-resets/confirm', 'POST /auth/email-codes', 'POST /auth/email-reverts'
+  'POST /auth/email-verifications', 'POST /auth/password-resets', 'POST /auth/password-resets/confirm', 'POST /auth/email-codes', 'POST /auth/email-reverts',
+  // The console's page and its own sign-in (test/console/ proves who gets a session there).
+  'GET /console', 'GET /console/assets/:name', 'POST /console/session', 'POST /console/session/refresh', 'DELETE /console/session'
 ]
 
 function expected(rule: Rule, kind: Kind, ok: number): number | 'UNAUTHENTICATED' | 'FORBIDDEN' {

@@ -1,0 +1,90 @@
+import t from 'tap'
+import type { App } from '../../src/app.js'
+import { ADMIN, adminUser, assertProblem, build, newUser } from '../helpers.js'
+
+const CONSOLE = { 'x-roster-console': '1' }
+
+/** The cookies an answer sets, by name: value and attributes. */
+function cookiesOf(res: { headers: Record<string, unknown> }): Map<string, string> {
+  const header = res.headers['set-cookie']
+  const lines = Array.isArray(header) ? header as string[] : typeof header === 'string' ? [header] : []
+  return new Map(lines.map((line) => [line.slice(0, line.indexOf('=')), line]))
+}
+const valueOf = (line: string | undefined) => line?.slice(line.indexOf('=') + 1, line.indexOf(';')) ?? ''
+
+async function signIn(app: App, body: Record<string, string>, headers: Record<string, string> = CONSOLE) {
+  return app.inject({ method: 'POST', url: '/console/session', headers, payload: body })
+}
+
+t.test('the console signs admins in with cookies no script reads; they count only with its header', async (t) => {
+  const app = await build(t, { env: { TRUST_PROXY: '127.0.0.1' } })
+  const admin = await adminUser(app)
+  const res = await signIn(app, { email: ADMIN.email, password: ADMIN.password })
+  t.equal(res.statusCode, 201, res.body)
+  t.notOk('token' in res.json(), 'no token in the body')
+  const cookies = cookiesOf(res)
+  const access = cookies.get('roster_console')
+  const refresh = cookies.get('roster_console_refresh')
+  t.match(access, /HttpOnly/)
+  t.match(access, /SameSite=Strict/)
+  t.match(access, /Path=\//)
+  t.notMatch(access, /Secure/, 'not Secure over plain HTTP')
+  t.match(refresh, /Path=\/console\/session;/, 'the refresh cookie goes to the console\'s session routes only')
+  const cookie = `roster_console=${valueOf(access)}; roster_console_refresh=${valueOf(refresh)}`
+
+  const read = await app.inject({ url: `/users/${admin.id}`, headers: { ...CONSOLE, cookie } })
+  t.equal(read.statusCode, 200, 'with its header, the cookie is the admin\'s session')
+  assertProblem(t, await app.inject({ url: `/users/${admin.id}`, headers: { cookie } }), 401, 'UNAUTHENTICATED', 'without it (a link from another site), nobody')
+  const renamed = await app.inject({ method: 'PUT', url: `/users/${admin.id}/name`, headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' }, payload: 'name=Evil' })
+  assertProblem(t, renamed, 401, 'UNAUTHENTICATED', 'a cross-site form changes nothing')
+
+  const renewed = await app.inject({ method: 'POST', url: '/console/session/refresh', headers: { ...CONSOLE, cookie } })
+  t.equal(renewed.statusCode, 204)
+  const next = cookiesOf(renewed)
+  t.not(valueOf(next.get('roster_console')), valueOf(access), 'a new access token')
+  assertProblem(t, await app.inject({ method: 'POST', url: '/console/session/refresh', headers: { ...CONSOLE, cookie } }), 401, 'REFRESH_TOKEN_REUSED', 'the old refresh is spent')
+
+  const tls = await app.inject({ method: 'POST', url: '/console/session', headers: { ...CONSOLE, 'x-forwarded-proto': 'https' }, payload: { email: ADMIN.email, password: ADMIN.password } })
+  t.equal(tls.statusCode, 201)
+  t.match(cookiesOf(tls).get('roster_console'), /; Secure/, 'Secure when served over TLS')
+})
+
+t.test('the console refuses non-admins, requests without its header, and wrong passwords as the API does', async (t) => {
+  const app = await build(t, { env: { LOGIN_MAX_FAILURES: '2' } })
+  const user = await newUser(app)
+  const refused = await signIn(app, { email: user.email, password: user.password })
+  assertProblem(t, refused, 401, 'FORBIDDEN')
+  t.equal(cookiesOf(refused).size, 0, 'no cookie for a plain user')
+  const sessions = await app.inject({ url: `/users/${user.id}/sessions`, headers: user.headers })
+  t.equal(sessions.json<{ items: unknown[] }>().items.length, 1, 'and the session its password opened is ended again')
+
+  assertProblem(t, await signIn(app, { email: ADMIN.email, password: ADMIN.password }, {}), 401, 'FORBIDDEN', 'a sign-in without the console\'s header (a cross-site form)')
+  assertProblem(t, await signIn(app, { email: ADMIN.email }), 401, 'INVALID_CREDENTIALS')
+  assertProblem(t, await signIn(app, { email: ADMIN.email, password: 'wrong-password-1' }), 401, 'INVALID_CREDENTIALS')
+  await signIn(app, { email: ADMIN.email, password: 'wrong-password-2' })
+  assertProblem(t, await signIn(app, { email: ADMIN.email, password: 'wrong-password-3' }), 429, 'RATE_LIMITED', 'throttled like every login')
+  const out = await app.inject({ method: 'DELETE', url: '/console/session', headers: CONSOLE })
+  t.equal(out.statusCode, 204)
+  t.match(cookiesOf(out).get('roster_console'), /Expires=Thu, 01 Jan 1970/, 'signing out clears the cookies')
+})
+
+t.test('the page and its assets: a strict CSP, hashed assets cached for a year, the page never', async (t) => {
+  const app = await build(t)
+  const page = await app.inject('/console')
+  t.equal(page.statusCode, 200)
+  t.match(page.headers['content-security-policy'], /default-src 'none'; script-src 'self'; style-src 'self'/)
+  t.equal(page.headers['cache-control'], 'no-cache')
+  t.notMatch(page.body, /<script>|style=/, 'nothing inline')
+  const assets = [...page.body.matchAll(/\/console\/assets\/([\w.-]+)/g)].map((m) => m[1]!)
+  t.equal(assets.length, 3)
+  for (const name of assets) {
+    const asset = await app.inject(`/console/assets/${name}`)
+    t.equal(asset.statusCode, 200, name)
+    t.equal(asset.headers['cache-control'], 'public, max-age=31536000, immutable')
+  }
+  const script = await app.inject(`/console/assets/${assets.find((a) => a.startsWith('app.') && a.endsWith('.js'))!}`)
+  const vendor = /\.\/(preact-htm\.\w+\.js)/.exec(script.body)?.[1]
+  t.ok(vendor, 'the script imports the library by its hashed name')
+  t.equal((await app.inject(`/console/assets/${vendor!}`)).statusCode, 200)
+  t.equal((await app.inject('/console/assets/nothing.js')).statusCode, 404)
+})
