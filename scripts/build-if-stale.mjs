@@ -28,6 +28,6 @@ if (!always) console.error('Building the service (dist/ is older than its source
 const started = Date.now()
 const tsc = spawnSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'tsconfig.build.json')], { stdio: 'inherit' })
 if (tsc.status !== 0) process.exit(tsc.status ?? 1)
-cpSync(join(root, 'console'), join(root, 'dist', 'console'), { recursive: true })
+if (existsSync(join(root, 'console'))) cpSync(join(root, 'console'), join(root, 'dist', 'console'), { recursive: true })
 writeFileSync(STAMP, `built ${new Date().toISOString()}\n`)
 if (!always) console.error(`Built in ${((Date.now() - started) / 1000).toFixed(1)} s.`)
