@@ -1,5 +1,5 @@
-import type { Insertable, Selectable } from 'kysely'
-import type { EmailsTable, ImportErrorsTable, ImportsTable } from '../../db/types.js'
+import { CompiledQuery, sql, type Insertable, type Selectable } from 'kysely'
+import type { EmailsTable, ImportErrorsTable, ImportsTable, UsersTable } from '../../db/types.js'
 import { EMAIL_COLUMNS } from '../accounts/addresses.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
@@ -184,3 +184,40 @@ export async function keysTaken(trx: Trx, externalIds: string[], addressNorms: s
 export async function insertEmailRows(trx: Trx, rows: Array<Insertable<EmailsTable>>): Promise<void> {
   if (rows.length) await trx.insertInto('emails').values(rows).execute()
 }
+
+/** Whether this MySQL server takes INSERT … RETURNING (MariaDB does; MySQL does not), learnt at the first try. */
+let returning: boolean | undefined
+
+/**
+ * New users' rows in one statement; their ids, in order. SQLite has one writer at a time, and this transaction is
+ * it: the ids are given here, after the highest ever handed out. MariaDB answers them (RETURNING). Elsewhere (MySQL,
+ * which has no RETURNING), a row at a time.
+ */
+export async function insertUserRows(trx: Trx, rows: Array<Insertable<UsersTable>>): Promise<number[]> {
+  if (rows.length === 0) return []
+  if (!locksRows(trx)) {
+    const { last } = await trx.selectFrom('users').select((eb) => eb.fn.max('id').as('last')).executeTakeFirstOrThrow()
+    const seq = await sql<{ seq: number }>`select seq from sqlite_sequence where name = 'users'`.execute(trx)
+    const first = Math.max(Number(last ?? 0), Number(seq.rows[0]?.seq ?? 0)) + 1
+    const ids = rows.map((_, i) => first + i)
+    await trx.insertInto('users').values(rows.map((row, i) => ({ ...row, id: ids[i] }))).execute()
+    return ids
+  }
+  if (returning !== false) {
+    try {
+      // Kysely's MySQL dialect writes no RETURNING clause: it goes after the statement Kysely compiled.
+      const insert = trx.insertInto('users').values(rows).compile()
+      const inserted = await trx.executeQuery<{ id: number }>(CompiledQuery.raw(`${insert.sql} returning id`, [...insert.parameters]))
+      if (inserted.rows.length !== rows.length) throw new Error(`RETURNING gave ${inserted.rows.length} ids for ${rows.length} users`)
+      returning = true
+      return inserted.rows.map((r) => Number(r.id))
+    } catch (err) {
+      if ((err as { errno?: number }).errno !== ER_PARSE_ERROR) throw err
+      returning = false
+    }
+  }
+  const ids: number[] = []
+  for (const row of rows) ids.push(Number((await trx.insertInto('users').values(row).executeTakeFirstOrThrow()).insertId))
+  return ids
+}
+const ER_PARSE_ERROR = 1064

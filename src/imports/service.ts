@@ -20,7 +20,7 @@ import { changedFields, recordEvent, recordEvents, type Cause } from '../events/
 import { LineError, readRecord, type FirebaseParameters, type Incoming } from './formats.js'
 import {
   abandonedImports, addressesOf, advance, deleteImport, dropLines, finishedWithLines, finishImport, findImport, holdLease, insertEmailRows, insertErrors,
-  insertImport, keysTaken, linesAfter, listErrors, listImports, markFailed, markReceived, nextClaimable, readExternalId,
+  insertImport, insertUserRows, keysTaken, linesAfter, listErrors, listImports, markFailed, markReceived, nextClaimable, readExternalId,
   readPasswordHash, releaseLease, stageLines, takeLease, usersNamed, type Counts, type ImportRow
 } from './repository.js'
 import { records, UnreadableFile, type Layout } from './split.js'
@@ -345,9 +345,9 @@ export class ImportsService {
 
   /**
    * The batch's new users, written together: the lines (of a real run) that name nobody here, by external id or
-   * address, whose addresses no revert holds, and that share no key with another line of the batch. Their users are
-   * inserted one by one (each id is needed), their addresses and `user.created` events in one statement each. The
-   * other lines go their own way, a line at a time. The lines created.
+   * address, whose addresses no revert holds, and that share no key with another line of the batch. Their users,
+   * their addresses and their `user.created` events are written in one statement each. The other lines go their own
+   * way, a line at a time. The lines created.
    */
   private async createFresh(trx: Trx, imp: ImportRow, reads: Array<{ line: number; read: Read | Outcome }>): Promise<Set<number>> {
     if (imp.dry_run === 1) return new Set()
@@ -364,19 +364,19 @@ export class ImportsService {
       alone.flatMap(({ read }) => read.incoming.emails.map((e) => foldedKey(e.address))), now)
     const fresh = alone.filter(({ keys }) => keys.every((key) => !taken.has(key)))
     const cause = this.causeOf(imp)
-    const users: Array<{ id: number; incoming: Incoming; row: UserRow }> = []
-    for (const { read: { incoming, name, nameKey } } of fresh) {
-      const values = {
-        name, name_search: nameKey, password_hash: incoming.passwordHash ?? NO_PASSWORD, status: incoming.status ?? 'ACTIVE',
-        role: incoming.role ?? 'user', version: 1, created_at: incoming.createdAt ?? now, updated_at: now, external_id: incoming.externalId
-      }
-      const id = await insertUser(trx, values)
+    const values = fresh.map(({ read: { incoming, name, nameKey } }) => ({
+      name, name_search: nameKey, password_hash: incoming.passwordHash ?? NO_PASSWORD, status: incoming.status ?? 'ACTIVE',
+      role: incoming.role ?? 'user', version: 1, created_at: incoming.createdAt ?? now, updated_at: now, external_id: incoming.externalId
+    }))
+    const ids = await insertUserRows(trx, values)
+    const users = fresh.map(({ read: { incoming } }, i) => {
+      const [id, v] = [ids[i]!, values[i]!]
       const row: UserRow = {
-        id, name, email: incoming.emails.find((e) => e.primary)!.address, status: values.status, role: values.role,
-        version: 1, created_at: values.created_at, updated_at: now, ...NO_BAN, deletion_scheduled_at: null
+        id, name: v.name, email: incoming.emails.find((e) => e.primary)!.address, status: v.status, role: v.role,
+        version: 1, created_at: v.created_at, updated_at: now, ...NO_BAN, deletion_scheduled_at: null
       }
-      users.push({ id, incoming, row })
-    }
+      return { id, incoming, row }
+    })
     await insertEmailRows(trx, users.flatMap(({ id, incoming }) => incoming.emails.map((e) => ({
       user_id: id, address: e.address, address_norm: foldedKey(e.address), primary_user_id: e.primary ? id : null, version: 1,
       created_at: now, updated_at: now, verified_at: e.verified ? now : null, claimed_at: now

@@ -225,6 +225,9 @@ t.test('an address held for a revert fails its line alone, in a real run and a d
 t.test('a batch writes its new users together; lines of one batch naming one user still meet it, in order', async (t) => {
   const app = await build(t, { imports: { pollMs: 20, batch: 50 } })
   const admin = await adminUser(app)
+  // The newest user deleted: no id is ever given twice, so none of it may come back to a new user.
+  const gone = await newUser(app)
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${gone.id}`, headers: admin.headers })).statusCode, 204)
   const file = ndjson(
     { external_id: 'e-1', email: 'one@example.com', name: 'One', metadata: { public: { plan: 'pro' } } },
     { email: 'two@example.com' },
@@ -241,8 +244,10 @@ t.test('a batch writes its new users together; lines of one batch naming one use
   const metadata = await app.inject({ url: `/users/${one!.id}/metadata`, headers: admin.headers })
   t.same(metadata.json<{ public: unknown }>().public, { plan: 'pro' })
   const events = (await app.inject({ url: '/events?limit=200', headers: admin.headers })).json<{ items: Array<{ type: string; user_id: number }> }>().items
-    .filter((e) => e.user_id !== admin.id).map((e) => e.type)
+    .filter((e) => e.user_id !== admin.id && e.user_id !== gone.id).map((e) => e.type)
   t.same(events.filter((type) => type === 'user.created').length, 3, 'one user.created a user')
   t.same(events.filter((type) => type === 'user.metadata_changed').length, 1)
   t.same(events.filter((type) => type === 'user.updated').length, 2)
+  const ids = (await app.db.selectFrom('users').select('id').where('id', '!=', admin.id).execute()).map((r) => r.id)
+  t.ok(ids.length === 3 && ids.every((id) => id > gone.id), `new ids only (${ids.join(', ')} after ${gone.id})`)
 })
