@@ -61,8 +61,8 @@ function useAction (setMessage, reload) {
   return async (question, done, action) => {
     if (question && !confirm(question)) return
     try {
-      await action()
-      setMessage({ text: done })
+      const result = await action()
+      setMessage({ text: typeof done === 'function' ? done(result) : done })
       await reload?.()
     } catch (err) {
       setMessage({ text: err.message, error: true })
@@ -217,9 +217,14 @@ function User ({ id }) {
         () => api('PUT', `/users/${id}/role`, { body: { role: user.role === 'admin' ? 'user' : 'admin' } }))}>${user.role === 'admin' ? 'Make a user' : 'Make an admin'}</button>
       ${user.deletion_scheduled_at
         ? html`<button onClick=${() => act(`Restore ${user.name}?`, 'Restored.', () => api('POST', `/users/${id}/restore`))}>Restore</button>`
-        : html`<button class="danger" onClick=${() => act(`Delete ${user.name}? This forgets the user.`, 'Deleted.', async () => {
-            await api('DELETE', `/users/${id}`)
-          })}>Delete</button>`}
+        : html`<button class="danger" onClick=${() => act(`Delete ${user.name}? This forgets the user.`,
+            (scheduled) => scheduled ? `Deletion scheduled for ${when(scheduled.deletion_scheduled_at)}.` : 'Deleted.',
+            async () => {
+              const scheduled = await api('DELETE', `/users/${id}`)
+              // Gone at once: nothing is left to show here.
+              if (!scheduled) location.hash = '#/users'
+              return scheduled
+            })}>Delete</button>`}
     </div>
 
     <h2>Addresses</h2>

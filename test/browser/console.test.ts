@@ -64,7 +64,9 @@ t.test('the console, by a person who never saw it, on a desktop and a phone', { 
   const receiver = http.createServer((req, res) => { req.resume(); req.on('end', () => { received.push(String(req.headers['webhook-id'])); res.writeHead(204).end() }) })
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve))
   t.teardown(() => receiver.close())
-  const service = await startBuilt(t, { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', VERIFICATION_RESEND_SECONDS: '1' })
+  const service = await startBuilt(t, {
+    WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', VERIFICATION_RESEND_SECONDS: '1', ACCOUNT_DELETION_GRACE_SECONDS: '3600'
+  })
   const login = await call(service, 'POST', '/auth/tokens', { body: { email: ADMIN.email, password: ADMIN.password } })
   const admin = { authorization: `Bearer ${String(login.body.token)}` }
   // The support case: a user banned until tomorrow, with a second address never verified, and a live session.
@@ -164,6 +166,28 @@ t.test('the console, by a person who never saw it, on a desktop and a phone', { 
   t.ok(events.filter((e) => e.type === 'user.status_changed').length >= 3, 'each status change has its event')
   t.ok(events.filter((e) => e.actor.type === 'admin').length >= 3, 'with the admin as actor')
 
+  // The rest of support's actions: metadata, the role, a deletion and its restore.
+  await page.$eval('#meta-public', (el) => {
+    const area = el as unknown as { value: string; dispatchEvent: (e: unknown) => void }
+    area.value = '{ "plan": "gold" }'
+    area.dispatchEvent(new (globalThis as unknown as { Event: new (type: string, init: object) => unknown }).Event('input', { bubbles: true }))
+  })
+  await clickButton('Save metadata')
+  await waitForText(page, '.status', 'Metadata saved.')
+  t.same((await call(service, 'GET', `/users/${user.id}/metadata`, { headers: admin })).body.public, { plan: 'gold' }, 'metadata saved')
+  await clickButton('Make an admin')
+  await waitForText(page, '.status', 'Role changed.')
+  t.equal((await call(service, 'GET', `/users/${user.id}`, { headers: admin })).body.role, 'admin')
+  await clickButton('Make a user')
+  await waitForText(page, 'button', 'Make an admin')
+  await clickButton('Delete')
+  await waitForText(page, '.status', 'Deletion scheduled for')
+  await waitForText(page, '.facts', 'scheduled for')
+  t.ok((await call(service, 'GET', `/users/${user.id}`, { headers: admin })).body.deletion_scheduled_at, 'its deletion is scheduled')
+  await clickButton('Restore')
+  await waitForText(page, '.status', 'Restored.')
+  t.equal((await call(service, 'GET', `/users/${user.id}`, { headers: admin })).body.deletion_scheduled_at, null, 'and restored')
+
   // On a phone's screen: nothing wider than the screen, and the same checks.
   await page.setViewport(PHONE)
   await page.reload({ waitUntil: 'networkidle0' })
@@ -172,6 +196,10 @@ t.test('the console, by a person who never saw it, on a desktop and a phone', { 
     'nothing is wider than a 390 px screen')
   t.same(await axeViolations(page), [], 'on a phone: no serious accessibility violation')
   await shot('user-phone')
+  await page.click('nav a[href="#/users"]')
+  await waitForText(page, 'table', 'support.case@example.com')
+  t.ok(await page.$eval('html', (el) => el.scrollWidth) <= PHONE.width, 'the search fits a phone too')
+  await shot('users-phone')
 
   // An import of 1,000 users (and one bad line), followed to its end.
   await page.setViewport(DESKTOP)

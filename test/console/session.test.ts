@@ -1,6 +1,7 @@
 import t from 'tap'
 import type { App } from '../../src/app.js'
 import { ADMIN, adminUser, assertProblem, build, newUser } from '../helpers.js'
+import { codeIn, TestSmtp } from '../mail/smtp.js'
 
 const CONSOLE = { 'x-roster-console': '1' }
 
@@ -87,4 +88,16 @@ t.test('the page and its assets: a strict CSP, hashed assets cached for a year, 
   t.ok(vendor, 'the script imports the library by its hashed name')
   t.equal((await app.inject(`/console/assets/${vendor!}`)).statusCode, 200)
   t.equal((await app.inject('/console/assets/nothing.js')).statusCode, 404)
+})
+
+t.test('an admin signs in to the console by a code mailed to its address', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { mail: { pollMs: 50 }, env: { SMTP_URL: smtp.url } })
+  const asked = await app.inject({ method: 'POST', url: '/auth/email-codes', payload: { email: ADMIN.email } })
+  t.equal(asked.statusCode, 202)
+  const code = codeIn(await smtp.waitFor(ADMIN.email))
+  const res = await signIn(app, { email: ADMIN.email, code })
+  t.equal(res.statusCode, 201, res.body)
+  t.ok(cookiesOf(res).has('roster_console'), 'its session in the cookie')
+  assertProblem(t, await signIn(app, { email: ADMIN.email, code }), 401, 'INVALID_CREDENTIALS', 'a code signs in once')
 })
