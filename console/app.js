@@ -62,8 +62,9 @@ function useAction (setMessage, reload) {
     if (question && !confirm(question)) return
     try {
       const result = await action()
-      setMessage({ text: typeof done === 'function' ? done(result) : done })
+      // Told once the page shows what the action left.
       await reload?.()
+      setMessage({ text: typeof done === 'function' ? done(result) : done })
     } catch (err) {
       setMessage({ text: err.message, error: true })
     }

@@ -142,6 +142,7 @@ t.test('the console, by a person who never saw it, on a desktop and a phone', { 
 
   const until = new Date(Date.now() + 3 * 86_400_000)
   const local = new Date(until.getTime() - until.getTimezoneOffset() * 60_000).toISOString().slice(0, 16)
+  await page.waitForSelector('#ban-reason')
   await page.type('#ban-reason', 'cooling off')
   await page.$eval('#ban-until', (el, value) => {
     const input = el as unknown as { value: string; dispatchEvent: (e: unknown) => void }
