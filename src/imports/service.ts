@@ -156,7 +156,7 @@ export class ImportsService {
   /** Drops an upload that did not finish, its staged lines in batches. */
   private async discard(id: number): Promise<void> {
     try {
-      while (await dropLines(this.db, id, 5000) > 0) { /* next batch */ }
+      while (await dropLines(this.db, id, 5000) > 0) await yieldToRequests()
       await deleteImport(this.db, id)
     } catch {
       // Left for the background cleanup of abandoned uploads.
@@ -183,7 +183,7 @@ export class ImportsService {
       if (step === 'lost') return true
       if (step === 'finished') {
         await finishImport(this.db, next.id, lease, Date.now())
-        while (!stopping() && await dropLines(this.db, next.id, 5000) > 0) { /* next batch */ }
+        while (!stopping() && await dropLines(this.db, next.id, 5000) > 0) await yieldToRequests()
         return true
       }
     }
@@ -192,7 +192,10 @@ export class ImportsService {
   /** What was left behind: uploads that never finished, and the staged lines of finished imports. */
   async cleanup(now: number): Promise<void> {
     for (const { id } of await abandonedImports(this.db, now - ABANDONED_MS)) await this.discard(id)
-    for (const { id } of await finishedWithLines(this.db)) await dropLines(this.db, id, 5000)
+    for (const { id } of await finishedWithLines(this.db)) {
+      await dropLines(this.db, id, 5000)
+      await yieldToRequests()
+    }
   }
 
   /**
