@@ -19,10 +19,19 @@ type Parameters = typeof ImportQuery.static
 
 /** A multipart upload: its fields, and the stream of its part named `file` (the fields after it are not read). */
 function multipartFile(request: FastifyRequest, body: Readable): Promise<{ fields: Record<string, string>; file: Readable }> {
+  const malformed = (err: unknown) => new InvalidInput('The multipart body is malformed', [{ path: '', in: 'body', message: String((err as Error).message ?? err) }])
   return new Promise((resolve, reject) => {
     const fields: Record<string, string> = Object.create(null) as Record<string, string>
     let found = false
-    const parts = Busboy({ headers: request.headers as { 'content-type': string }, limits: { fields: 20, fieldSize: 1024, files: 1, parts: 30 } })
+    let parts: ReturnType<typeof Busboy>
+    try {
+      parts = Busboy({ headers: request.headers as { 'content-type': string }, limits: { fields: 20, fieldSize: 1024, files: 1, parts: 30 } })
+    } catch (err) {
+      // A content type without a boundary: refused before a byte of the body is read.
+      body.resume()
+      reject(malformed(err))
+      return
+    }
     parts.on('field', (name: string, value: string) => { if (!found) fields[name] = value })
     parts.on('file', (name: string, stream: Readable) => {
       if (name !== 'file' || found) {
@@ -32,7 +41,7 @@ function multipartFile(request: FastifyRequest, body: Readable): Promise<{ field
       found = true
       resolve({ fields, file: stream })
     })
-    parts.on('error', (err: unknown) => reject(new InvalidInput('The multipart body is malformed', [{ path: '', in: 'body', message: String((err as Error).message ?? err) }])))
+    parts.on('error', (err: unknown) => reject(malformed(err)))
     parts.on('finish', () => { if (!found) reject(invalidField('/file', 'body', 'is required: the file goes in a part named file')) })
     body.pipe(parts)
   })

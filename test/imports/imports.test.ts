@@ -200,6 +200,8 @@ t.test('multipart: the fields, then a part named file', async (t) => {
   t.match(await finished(app, admin, res.json<ImportBody>().id), { status: 'succeeded', created: 1 })
   const missing = multipart({ format: 'roster' })
   assertProblem(t, await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...missing.headers }, payload: missing.payload }), 400, 'VALIDATION_FAILED')
+  const noBoundary = await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, 'content-type': 'multipart/form-data' }, payload: '--xyz--\r\n' })
+  assertProblem(t, noBoundary, 400, 'VALIDATION_FAILED', 'a multipart type without a boundary')
 })
 
 t.test('an address held for a revert fails its line alone, in a real run and a dry one', async (t) => {
