@@ -69,11 +69,15 @@ t.test('the console, by a person who never saw it, on a desktop and a phone', { 
   })
   const login = await call(service, 'POST', '/auth/tokens', { body: { email: ADMIN.email, password: ADMIN.password } })
   const admin = { authorization: `Bearer ${String(login.body.token)}` }
-  // The support case: a user banned until tomorrow, with a second address never verified, and a live session.
-  const user = await signUp(service, 'support.case@example.com')
-  await call(service, 'POST', `/users/${user.id}/emails`, { headers: user.auth, body: { address: 'second.case@example.com' } })
-  const tomorrow = new Date(Date.now() + 86_400_000).toISOString()
-  await call(service, 'PUT', `/users/${user.id}/status`, { headers: admin, body: { status: 'BANNED', reason: 'chargeback', until: tomorrow } })
+  /** A support case: a user banned until tomorrow, with a second address never verified, and a live session. */
+  const supportCase = async (name: string) => {
+    const user = await signUp(service, `${name}@example.com`)
+    await call(service, 'POST', `/users/${user.id}/emails`, { headers: user.auth, body: { address: `${name}.second@example.com` } })
+    const tomorrow = new Date(Date.now() + 86_400_000).toISOString()
+    await call(service, 'PUT', `/users/${user.id}/status`, { headers: admin, body: { status: 'BANNED', reason: 'chargeback', until: tomorrow } })
+    return user
+  }
+  const cases = { desktop: await supportCase('support.desk'), phone: await supportCase('support.phone') }
   await signUp(service, 'support.other@example.com')
   const hook = await call(service, 'POST', '/webhooks', { headers: admin, body: { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`, events: ['user.*'] } })
   await signUp(service, 'hooked@example.com')
@@ -101,6 +105,12 @@ t.test('the console, by a person who never saw it, on a desktop and a phone', { 
   })
   page.on('dialog', (dialog) => { void dialog.accept() })
   mkdirSync(SHOTS, { recursive: true })
+  /** A new size; emulating a phone or leaving it reloads the page, which is waited for. */
+  const resize = async (viewport: typeof DESKTOP | typeof PHONE) => {
+    await page.setViewport(viewport)
+    await page.waitForNetworkIdle()
+    await page.waitForSelector('nav, #email')
+  }
   const shot = async (name: string) => { await page.screenshot({ path: join(SHOTS, `console-${name}.png`), fullPage: true }) }
 
   // Sign-in, then the search, by keyboard alone.
@@ -118,54 +128,64 @@ t.test('the console, by a person who never saw it, on a desktop and a phone', { 
   t.ok(cookies.length > 0 && cookies.every((c) => c.httpOnly && c.sameSite === 'Strict'), 'the session lives in HttpOnly, SameSite=Strict cookies')
   t.equal(await page.evaluate(() => (globalThis as unknown as { document: { cookie: string } }).document.cookie), '', 'which no script can read')
 
-  await tabTo(page, '#q')
-  await page.keyboard.type('support.ca')
-  await page.keyboard.press('Enter')
-  await waitForText(page, 'table', 'support.case@example.com')
-  await tabTo(page, `a[href="#/users/${user.id}"]`)
-  await page.keyboard.press('Enter')
-  await waitForText(page, '.why', 'chargeback')
-  t.match(await textOf(page, '.why'), /Banned until .*: chargeback/, 'why it cannot sign in: the ban, its end and its reason')
-  t.same(await axeViolations(page), [], 'the user page: no serious accessibility violation')
-  await shot('user-desktop')
-
-  // The support actions, each confirmed, each written as the API writes it.
   const clickButton = async (label: string) => {
     const [button] = await page.$$(`xpath/.//button[normalize-space()="${label}"]`)
     if (!button) throw new Error(`no button ${label}`)
     await button.click()
   }
-  await clickButton('Lift the ban')
-  await waitForText(page, '.status', 'Ban lifted.')
-  let read = await call(service, 'GET', `/users/${user.id}`, { headers: admin })
-  t.equal(read.body.status, 'ACTIVE', 'the ban is lifted')
+  /** What support does for one user, found by part of its address, by keyboard, at the page's size now. */
+  const support = async (size: 'desktop' | 'phone', user: { id: number }) => {
+    const name = `support.${size === 'desktop' ? 'desk' : 'phone'}`
+    await tabTo(page, '#q')
+    // The box keeps the last search: it is replaced, as a person selects it all and types.
+    await page.keyboard.down('Control')
+    await page.keyboard.press('KeyA')
+    await page.keyboard.up('Control')
+    await page.keyboard.type(`support.${size.slice(0, 4)}`)
+    await page.keyboard.press('Enter')
+    await waitForText(page, 'table', `${name}@example.com`)
+    await tabTo(page, `a[href="#/users/${user.id}"]`)
+    await page.keyboard.press('Enter')
+    await waitForText(page, '.why', 'chargeback')
+    t.match(await textOf(page, '.why'), /Banned until .*: chargeback/, `${size}: why it cannot sign in: the ban, its end and its reason`)
+    t.same(await axeViolations(page), [], `${size}: the user page: no serious accessibility violation`)
+    await shot(`user-${size}`)
 
-  const until = new Date(Date.now() + 3 * 86_400_000)
-  const local = new Date(until.getTime() - until.getTimezoneOffset() * 60_000).toISOString().slice(0, 16)
-  await page.waitForSelector('#ban-reason')
-  await page.type('#ban-reason', 'cooling off')
-  await page.$eval('#ban-until', (el, value) => {
-    const input = el as unknown as { value: string; dispatchEvent: (e: unknown) => void }
-    input.value = value
-    input.dispatchEvent(new (globalThis as unknown as { Event: new (type: string, init: object) => unknown }).Event('input', { bubbles: true }))
-  }, local)
-  await clickButton('Ban')
-  await waitForText(page, '.status', 'Banned.')
-  read = await call(service, 'GET', `/users/${user.id}`, { headers: admin })
-  t.match(read.body, { status: 'BANNED', ban: { reason: 'cooling off', by: { type: 'admin' } } }, 'banned again, by the admin, with a reason')
-  t.ok(Math.abs(Date.parse(String((read.body.ban as { until: string }).until)) - until.getTime()) < 60_000, 'and its end')
+    // The support actions, each confirmed, each written as the API writes it.
+    await clickButton('Lift the ban')
+    await waitForText(page, '.status', 'Ban lifted.')
+    let read = await call(service, 'GET', `/users/${user.id}`, { headers: admin })
+    t.equal(read.body.status, 'ACTIVE', 'the ban is lifted')
 
-  await new Promise((resolve) => setTimeout(resolve, 1_100))
-  await clickButton('Resend verification')
-  await waitForText(page, '.status', /Verification sent to support\.case@example\.com\./)
+    const until = new Date(Date.now() + 3 * 86_400_000)
+    const local = new Date(until.getTime() - until.getTimezoneOffset() * 60_000).toISOString().slice(0, 16)
+    await page.waitForSelector('#ban-reason')
+    await page.type('#ban-reason', 'cooling off')
+    await page.$eval('#ban-until', (el, value) => {
+      const input = el as unknown as { value: string; dispatchEvent: (e: unknown) => void }
+      input.value = value
+      input.dispatchEvent(new (globalThis as unknown as { Event: new (type: string, init: object) => unknown }).Event('input', { bubbles: true }))
+    }, local)
+    await clickButton('Ban')
+    await waitForText(page, '.status', 'Banned.')
+    read = await call(service, 'GET', `/users/${user.id}`, { headers: admin })
+    t.match(read.body, { status: 'BANNED', ban: { reason: 'cooling off', by: { type: 'admin' } } }, 'banned again, by the admin, with a reason')
+    t.ok(Math.abs(Date.parse(String((read.body.ban as { until: string }).until)) - until.getTime()) < 60_000, 'and its end')
 
-  t.ok(((await call(service, 'GET', `/users/${user.id}/sessions`, { headers: admin })).body.items as unknown[]).length >= 0)
-  await clickButton('End every session')
-  await waitForText(page, '.status', 'Every session ended.')
-  t.same((await call(service, 'GET', `/users/${user.id}/sessions`, { headers: admin })).body.items, [], 'no session is left')
-  const events = (await call(service, 'GET', `/events?user_id=${user.id}&type=user.status_changed&type=session.ended&limit=50`, { headers: admin })).body.items as Array<{ type: string; actor: { type: string } }>
-  t.ok(events.filter((e) => e.type === 'user.status_changed').length >= 3, 'each status change has its event')
-  t.ok(events.filter((e) => e.actor.type === 'admin').length >= 3, 'with the admin as actor')
+    await new Promise((resolve) => setTimeout(resolve, 1_100))
+    await clickButton('Resend verification')
+    await waitForText(page, '.status', `Verification sent to ${name}@example.com.`)
+
+    t.ok(((await call(service, 'GET', `/users/${user.id}/sessions`, { headers: admin })).body.items as unknown[]).length >= 0)
+    await clickButton('End every session')
+    await waitForText(page, '.status', 'Every session ended.')
+    t.same((await call(service, 'GET', `/users/${user.id}/sessions`, { headers: admin })).body.items, [], 'no session is left')
+    const events = (await call(service, 'GET', `/events?user_id=${user.id}&type=user.status_changed&type=session.ended&limit=50`, { headers: admin })).body.items as Array<{ type: string; actor: { type: string } }>
+    t.ok(events.filter((e) => e.type === 'user.status_changed').length >= 3, 'each status change has its event')
+    t.ok(events.filter((e) => e.actor.type === 'admin').length >= 3, 'with the admin as actor')
+  }
+  await support('desktop', cases.desktop)
+  const user = cases.desktop
 
   // The rest of support's actions: metadata, the role, a deletion and its restore.
   await page.$eval('#meta-public', (el) => {
@@ -190,37 +210,36 @@ t.test('the console, by a person who never saw it, on a desktop and a phone', { 
   await waitForText(page, '.status', 'Restored.')
   t.equal((await call(service, 'GET', `/users/${user.id}`, { headers: admin })).body.deletion_scheduled_at, null, 'and restored')
 
-  // On a phone's screen: nothing wider than the screen, and the same checks.
-  await page.setViewport(PHONE)
-  await page.reload({ waitUntil: 'networkidle0' })
-  await waitForText(page, '.why', 'cooling off')
-  t.ok(await page.$eval('html', (el) => el.scrollWidth) <= PHONE.width,
-    'nothing is wider than a 390 px screen')
-  t.same(await axeViolations(page), [], 'on a phone: no serious accessibility violation')
-  await shot('user-phone')
+  // On a phone's screen: the same flow, nothing wider than the screen.
+  await resize(PHONE)
+  await page.goto(`${service.base}/console#/users`, { waitUntil: 'networkidle0' })
+  await page.waitForSelector('#q')
+  await support('phone', cases.phone)
+  t.ok(await page.$eval('html', (el) => el.scrollWidth) <= PHONE.width, 'nothing is wider than a 390 px screen')
   await page.click('nav a[href="#/users"]')
-  await waitForText(page, 'table', 'support.case@example.com')
+  await waitForText(page, 'table', 'support.phone@example.com')
   t.ok(await page.$eval('html', (el) => el.scrollWidth) <= PHONE.width, 'the search fits a phone too')
   await shot('users-phone')
 
-  // An import of 1,000 users (and one bad line), followed to its end.
-  await page.setViewport(DESKTOP)
+  // An import of 1,000 users (and one bad line), followed to its end, on each screen.
   const dir = tempDir(t)
-  const file = join(dir, 'users.ndjson')
-  writeFileSync(file, Array.from({ length: 1000 }, (_, i) => JSON.stringify({ email: `imported-${i}@example.com`, name: `Imported ${i}` })).join('\n') + '\n{"email": "broken\n')
-  await page.goto(`${service.base}/console#/imports`, { waitUntil: 'networkidle0' })
-  const input = await page.$('#file')
-  await (input as unknown as { uploadFile: (path: string) => Promise<void> }).uploadFile(file)
-  await clickButton('Start the import')
-  await waitForText(page, '.status', /Import \d+ succeeded\./, 60_000)
-  t.match(await textOf(page, '.progress'), /1001 of 1001 lines/, 'followed to the end')
-  t.match(await textOf(page, '.progress'), /1000 created, 0 updated, 0 skipped, 1 failed/)
-  t.match(await textOf(page, 'table'), /1001\s+INVALID_LINE/, 'with the line that failed')
-  t.same(await axeViolations(page), [], 'the imports page: no serious accessibility violation')
-  await shot('imports-desktop')
-  await page.setViewport(PHONE)
-  await shot('imports-phone')
-  await page.setViewport(DESKTOP)
+  for (const [size, viewport] of [['desktop', DESKTOP], ['phone', PHONE]] as const) {
+    await resize(viewport)
+    const file = join(dir, `users-${size}.ndjson`)
+    writeFileSync(file, Array.from({ length: 1000 }, (_, i) => JSON.stringify({ email: `imported-${size}-${i}@example.com`, name: `Imported ${i}` })).join('\n') + '\n{"email": "broken\n')
+    await page.goto(`${service.base}/console#/imports`, { waitUntil: 'networkidle0' })
+    const input = await page.waitForSelector('#file')
+    await (input as unknown as { uploadFile: (path: string) => Promise<void> }).uploadFile(file)
+    await clickButton('Start the import')
+    await waitForText(page, '.status', /Import \d+ succeeded\./, 60_000)
+    t.match(await textOf(page, '.progress'), /1001 of 1001 lines/, `${size}: followed to the end`)
+    t.match(await textOf(page, '.progress'), /1000 created, 0 updated, 0 skipped, 1 failed/)
+    t.match(await textOf(page, 'table'), /1001\s+INVALID_LINE/, 'with the line that failed')
+    t.same(await axeViolations(page), [], `${size}: the imports page: no serious accessibility violation`)
+    t.ok(await page.$eval('html', (el) => el.scrollWidth) <= viewport.width, `${size}: nothing wider than the screen`)
+    await shot(`imports-${size}`)
+  }
+  await resize(DESKTOP)
 
   // A webhook's deliveries, and one sent again.
   const hookId = Number(hook.body.id)
