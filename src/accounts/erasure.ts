@@ -1,7 +1,7 @@
 import type { Event } from '../../schemas/event.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
-import type { EventRow } from '../events/present.js'
+import { erasedEvent, type EventRow } from '../events/present.js'
 
 // A deleted user is forgotten. In the deletion's own transaction: its pending mail is dropped, kept idempotent
 // answers about it are dropped, and it is listed in `erasures`. Its events, which may be many, are erased afterwards
@@ -58,11 +58,6 @@ export function eraseBatch(db: Db, userId: number, batch = ERASE_BATCH): Promise
   })
 }
 
-/** An event as it is once erased: its skeleton, `data` `{}` and `previous` null. */
-export function erasedEvent(event: Event): Event {
-  return { ...event, data: {}, previous: null, erased: true }
-}
-
 /** Of these users, those whose events are still being erased. */
 export async function erasing(db: Db | Trx, userIds: Array<number | null>): Promise<Set<number>> {
   const ids = [...new Set(userIds.filter((id): id is number => id !== null))]
@@ -78,9 +73,14 @@ export async function maskErasing<R extends EventRow>(db: Db | Trx, rows: R[]): 
   return rows.map((r) => r.user_id !== null && pending.has(r.user_id) ? { ...r, data: ERASED_DATA, previous: null, erased: 1 } : r)
 }
 
-/** A delivery's body as it must leave: erased when its event's user is still being erased. */
-export async function deliveryBody(db: Db, data: string): Promise<string> {
-  const event = JSON.parse(data) as Event
-  if (event.erased === true || (await erasing(db, [event.user_id])).size === 0) return data
-  return JSON.stringify(erasedEvent(event))
+/**
+ * A delivery's body as it must leave: erased when its event is, or when its user is still being erased. Read from the
+ * event as it stands, not from the delivery's copy, which a lane may have claimed before the erasure reached it.
+ */
+export async function deliveryBody(db: Db, eventId: string | null, data: string): Promise<string> {
+  if (eventId === null) return data
+  const row = await db.selectFrom('events').leftJoin('erasures', 'erasures.user_id', 'events.user_id')
+    .select(['events.erased', 'erasures.user_id as erasing']).where('events.public_id', '=', eventId).executeTakeFirst()
+  if (!row || (row.erased === 0 && row.erasing === null)) return data
+  return JSON.stringify(erasedEvent(JSON.parse(data) as Event))
 }

@@ -5,6 +5,7 @@ import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
 import { changedFields, recordDeletion, recordEvent, systemCause, type Cause } from '../events/record.js'
+import { deleteUserEmailTokens } from './address-tokens.js'
 import { deleteUserEmails } from './addresses.js'
 import { forgetUser } from './erasure.js'
 import { endSessions } from './sessions.js'
@@ -60,7 +61,7 @@ export async function scheduleDeletion(trx: Trx, id: number, at: number, expecte
   if (before.deletion_scheduled_at !== null) return before
   const after = await rewrite(trx, before, at, cause, 'user.deletion_scheduled')
   await endSessions(trx, id, cause, 'deletion_scheduled')
-  await trx.deleteFrom('email_tokens').where('user_id', '=', id).execute()
+  await deleteUserEmailTokens(trx, id)
   return after
 }
 
@@ -92,8 +93,10 @@ export async function dueDeletions(db: Db, now: number, limit: number): Promise<
  * that a restore, or another instance, in between wins. Whether it deleted the user.
  */
 export async function deleteIfDue(trx: Trx, id: number, now: number, base: string): Promise<boolean> {
-  const row = await lockUserRow(trx, id).catch((err: unknown) => {
-    if (err instanceof NotFound) return undefined
+  // The active admins before the user's row, in the order every removal takes them (keepAnAdmin); a user restored
+  // meanwhile as the last admin, or gone, is not this job's to delete.
+  const row = await keepAnAdmin(trx, id).then(() => lockUserRow(trx, id)).catch((err: unknown) => {
+    if (err instanceof NotFound || err instanceof LastAdmin) return undefined
     throw err
   })
   if (row === undefined || row.deletion_scheduled_at === null || row.deletion_scheduled_at > now) return false

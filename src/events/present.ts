@@ -24,7 +24,12 @@ export function presentEvent(row: EventRow): Event {
     data: JSON.parse(row.data) as Event['data'],
     previous: row.previous === null ? null : (JSON.parse(row.previous) as NonNullable<Event['previous']>)
   }
-  return row.erased === 1 ? { ...event, data: {}, previous: null, erased: true } : event
+  return row.erased === 1 ? erasedEvent(event) : event
+}
+
+/** An event as it is once its user was deleted: its skeleton, `data` `{}` and `previous` null. */
+export function erasedEvent(event: Event): Event {
+  return { ...event, data: {}, previous: null, erased: true }
 }
 
 /** An event as a plain user may see it: never `private` metadata, in `data` or in `previous`, whatever the type. */

@@ -38,19 +38,24 @@ export function changedFields(before: Fields, after: Fields): Record<string, unk
   return out
 }
 
+/** An event's row, as every writer of one makes it; it gets its place in the feed once committed (sequencer.ts). */
+function eventRow(cause: Cause, type: EventType, userId: number | null, data: Fields, previous: Fields | null, now: number) {
+  return {
+    public_id: `evt_${nextUlid()}`, type, user_id: userId, actor_type: cause.actor.type, actor_id: cause.actor.id,
+    request_id: cause.requestId, data: JSON.stringify(data), previous: previous === null ? null : JSON.stringify(previous),
+    occurred_at: now, position: null
+  }
+}
+
 /**
  * Writes one event in the transaction of the change it records: it exists if, and only if, the change commits.
  * `data` and `previous` are what the API presents (never a secret: no password, hash, token or code reaches a
- * presenter). The event gets its place in the feed once committed (sequencer.ts).
+ * presenter).
  */
 export async function recordEvent(
   trx: Trx, cause: Cause, type: EventType, userId: number | null, data: Fields, previous: Fields | null = null
 ): Promise<void> {
-  await trx.insertInto('events').values({
-    public_id: `evt_${nextUlid()}`, type, user_id: userId, actor_type: cause.actor.type, actor_id: cause.actor.id,
-    request_id: cause.requestId, data: JSON.stringify(data), previous: previous === null ? null : JSON.stringify(previous),
-    occurred_at: Date.now(), position: null
-  }).execute()
+  await trx.insertInto('events').values(eventRow(cause, type, userId, data, previous, Date.now())).execute()
   cause.recorded?.()
 }
 
@@ -58,18 +63,12 @@ export async function recordEvent(
 export async function recordEvents(trx: Trx, cause: Cause, events: Array<{ type: EventType; userId: number | null; data: Fields }>): Promise<void> {
   if (events.length === 0) return
   const now = Date.now()
-  await trx.insertInto('events').values(events.map(({ type, userId, data }) => ({
-    public_id: `evt_${nextUlid()}`, type, user_id: userId, actor_type: cause.actor.type, actor_id: cause.actor.id,
-    request_id: cause.requestId, data: JSON.stringify(data), previous: null, occurred_at: now, position: null
-  }))).execute()
+  await trx.insertInto('events').values(events.map(({ type, userId, data }) => eventRow(cause, type, userId, data, null, now))).execute()
   cause.recorded?.()
 }
 
 /** The event of a user's deletion: erased from the start (its user is forgotten), it tells only who was deleted. */
 export async function recordDeletion(trx: Trx, cause: Cause, userId: number): Promise<void> {
-  await trx.insertInto('events').values({
-    public_id: `evt_${nextUlid()}`, type: 'user.deleted', user_id: userId, actor_type: cause.actor.type, actor_id: cause.actor.id,
-    request_id: cause.requestId, data: '{}', previous: null, occurred_at: Date.now(), position: null, erased: 1
-  }).execute()
+  await trx.insertInto('events').values({ ...eventRow(cause, 'user.deleted', userId, {}, null, Date.now()), erased: 1 }).execute()
   cause.recorded?.()
 }

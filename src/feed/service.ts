@@ -28,6 +28,6 @@ export class FeedService {
   async activity(userId: number, types: TypeFilter, after: string | undefined, limit: number): Promise<EventRow[]> {
     const before = after === undefined ? 0 : await idOf(this.db, userId, after)
     if (before === undefined) throw unknownAfter()
-    return pageOfUser(this.db, userId, before, await listActivity(this.db, userId, types, before, limit))
+    return maskErasing(this.db, await pageOfUser(this.db, userId, before, await listActivity(this.db, userId, types, before, limit)))
   }
 }

@@ -14,6 +14,8 @@ export interface DeletionOptions {
 
 /** Deletions made final, and users whose events are erased, in one turn at most; the next turn takes the rest. */
 const BATCH = 100
+/** Erasure batches in one turn at most: a close waits for the turn under way, never for a whole erasure. */
+const ERASURES_PER_TURN = 100
 
 /**
  * The deletions' background work, every PURGE_INTERVAL_SECONDS and at least twice a minute, from the moment the app
@@ -31,8 +33,9 @@ async function deletions(app: FastifyInstance, options: Partial<DeletionOptions>
       deleted = (await inTransaction(app.db, (trx) => deleteIfDue(trx, id, now, base))) || deleted
     }
     if (deleted) app.sequencer.wake()
+    let budget = ERASURES_PER_TURN
     for (const userId of await pendingErasures(app.db, BATCH)) {
-      while (await eraseBatch(app.db, userId, batch) > 0) { /* the next batch */ }
+      while (budget-- > 0 && await eraseBatch(app.db, userId, batch) > 0) { /* the next batch */ }
     }
   }, (err) => app.log.warn({ err }, 'users: scheduled deletions or erasures could not be made; trying again'))
   app.addHook('onReady', async () => turn.start())

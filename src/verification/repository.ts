@@ -77,11 +77,6 @@ export async function deleteRevertsSince(trx: Trx, userId: number, since: number
   await trx.deleteFrom('email_reverts').where('user_id', '=', userId).where('created_at', '>=', since).execute()
 }
 
-/** Drops every mailed token and code of a user, whatever its purpose. */
-export async function deleteAllUserTokens(trx: Trx, userId: number): Promise<void> {
-  await trx.deleteFrom('email_tokens').where('user_id', '=', userId).execute()
-}
-
 /** Every address of a user with when it was last set, locked (MySQL), oldest first. */
 export function lockUserAddresses(trx: Trx, userId: number) {
   let q = trx.selectFrom('emails').select([...EMAIL_COLUMNS, 'claimed_at']).where('user_id', '=', userId).orderBy('id')

@@ -1,4 +1,5 @@
 import type { AddressMail } from '../accounts/address-mail.js'
+import { deleteUserEmailTokens } from '../accounts/address-tokens.js'
 import {
   claimingStale, findEmail, insertEmail, lockAddress, lockEmail, makePrimary, removeEmail, unverifyAddress, verifyAddress, type EmailRow
 } from '../accounts/addresses.js'
@@ -14,7 +15,7 @@ import { inTransaction, written } from '../database/transaction.js'
 import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import type { LoginGuard } from '../limits/login-guard.js'
 import {
-  addRevertTries, deleteAllUserTokens, deleteRevertsSince, deleteUserTokens, findAddress, findEmailToken, findResetTarget, findRevert,
+  addRevertTries, deleteRevertsSince, deleteUserTokens, findAddress, findEmailToken, findResetTarget, findRevert,
   lastTokenAt, liveReverts, lockUserAddresses, passwordSetAt
 } from './repository.js'
 
@@ -304,7 +305,7 @@ export class VerificationService {
     }
     await this.voidPasswordSince(trx, userId, since, now, cause)
     await deleteRevertsSince(trx, userId, since)
-    await deleteAllUserTokens(trx, userId)
+    await deleteUserEmailTokens(trx, userId)
     await endSessions(trx, userId, cause, 'primary_reverted')
   }
 

@@ -76,7 +76,7 @@ export class WebhookKind implements Kind<WebhookRow> {
     const secrets = await liveSecrets(this.db, webhook.id, now)
     // A webhook always has a current secret; none means it was deleted since the lane last looked.
     if (secrets.length === 0) throw new DeliveryFailure('the webhook has no secret', false)
-    const body = await deliveryBody(this.db, row.data)
+    const body = await deliveryBody(this.db, row.event_id, row.data)
     return this.poster.post(new URL(webhook.url), body, signedHeaders(secrets, row.event_id ?? '', new Date(now), body))
   }
 
