@@ -1,5 +1,5 @@
 // The support console: a client of Roster's own API, signed in through /console/session (its tokens kept in cookies
-// this script cannot read). It holds no rule of its own: what may be done, and what it means, is the API's answer.
+// this script cannot read). What may be done is the API's answer; the page shows the record and asks.
 import { html, render, useEffect, useState } from './preact-htm.js'
 
 const HEADERS = { 'x-roster-console': '1' }
@@ -7,12 +7,14 @@ const HEADERS = { 'x-roster-console': '1' }
 class ApiError extends Error {
   constructor (status, problem) {
     super(problem?.detail ?? problem?.title ?? `HTTP ${status}`)
-    this.status = status
-    this.code = problem?.code
   }
 }
 
 let signedOut = () => {}
+/** The refresh under way: requests answered 401 together wait for one, since a refresh token is spent by its use. */
+let renewing = null
+const renew = () => (renewing ??= fetch('/console/session/refresh', { method: 'POST', headers: HEADERS, credentials: 'same-origin' })
+  .then((res) => res.ok, () => false).finally(() => { renewing = null }))
 
 /** A request to the API as the signed-in admin; an expired access token is renewed once from the session's refresh. */
 async function api (method, path, { body, raw, type } = {}, retried = false) {
@@ -21,8 +23,7 @@ async function api (method, path, { body, raw, type } = {}, retried = false) {
   if (type) headers['content-type'] = type
   const res = await fetch(path, { method, headers, body: raw ?? (body === undefined ? undefined : JSON.stringify(body)), credentials: 'same-origin' })
   if (res.status === 401 && !retried && !path.startsWith('/console/session')) {
-    const renewed = await fetch('/console/session/refresh', { method: 'POST', headers: HEADERS, credentials: 'same-origin' })
-    if (renewed.ok) return api(method, path, { body, raw, type }, true)
+    if (await renew()) return api(method, path, { body, raw, type }, true)
     signedOut()
   }
   const text = await res.text()

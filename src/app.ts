@@ -40,7 +40,7 @@ import exportRoutes from './exports/routes.js'
 import importWorker, { type ImportWorkerOptions } from './imports/plugin.js'
 import importRoutes from './imports/routes.js'
 import scimRoutes from './scim/plugin.js'
-import consoleRoutes, { cookies } from './console/routes.js'
+import consoleRoutes from './console/routes.js'
 import userRoutes from './users/routes.js'
 import verificationRoutes from './verification/routes.js'
 import webhookDelivery, { type WebhookPluginOptions } from './webhooks/plugin.js'
@@ -77,14 +77,13 @@ export async function buildApp(config: Config, options: BuildOptions = {}) {
   app.addHook('onClose', async () => log.close())
 
   // Every request, before routing: its trace (when on), connections that must close, headers, the access line and
-  // metrics, the client, its cookies (the console's session), overload.
+  // metrics, the client, overload.
   await app.register(tracing)
   await app.register(unreadBodies)
   await app.register(headers)
   await app.register(accessLog)
   await app.register(metrics)
   await app.register(clientAddress)
-  await app.register(cookies)
   await app.register(loadShedding)
   // Resources, and the answers to what goes wrong.
   await app.register(database)

@@ -5,7 +5,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import fastifyCookie from '@fastify/cookie'
 import { presentUser } from '../accounts/present.js'
 import { causeOf } from '../auth/steps.js'
-import { Forbidden, NotFound, Unauthenticated } from '../common/errors.js'
+import { Forbidden, invalidField, NotFound, Unauthenticated } from '../common/errors.js'
 import { clearSessionCookies, CONSOLE_HEADER, consoleRefreshToken, consoleToken, setSessionCookies } from './session.js'
 
 /**
@@ -51,6 +51,8 @@ const SignIn = Type.Object({
 }, { additionalProperties: false })
 
 const consoleRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  // Cookies set and read by these routes only; the API's routes read the console's cookie in consoleToken.
+  await app.register(fastifyCookie)
   const { page, assets } = loadAssets()
   const sessions = app.services.sessions
   const base = app.config.PUBLIC_URL ?? ''
@@ -82,6 +84,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post('/console/session', { config: { auth: 'public' }, schema: { hide: true, body: SignIn } }, async (request, reply) => {
     fromConsole(request.headers)
     const { email, password, code } = request.body
+    if (code !== undefined && !app.config.EMAIL_CODE_LOGIN) throw invalidField('/code', 'body', 'sign-in by e-mail code is off here (EMAIL_CODE_LOGIN=false)')
     const client = { address: request.client, agent: request.headers['user-agent'] }
     if (code === undefined && password === undefined) throw new Unauthenticated('A password or an e-mail code is needed', 'INVALID_CREDENTIALS')
     const issued = code !== undefined
@@ -91,7 +94,7 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (app) => {
       await sessions.end(issued.user.id, issued.session.id, causeOf(request))
       throw new Forbidden('The console is for admins')
     }
-    setSessionCookies(request, reply, issued)
+    setSessionCookies(request, reply, base, issued)
     return reply.code(201).header('cache-control', 'no-store').send({ user: presentUser(issued.user, base) })
   })
 
@@ -100,20 +103,19 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (app) => {
     fromConsole(request.headers)
     const refresh = consoleRefreshToken(request)
     if (!refresh) throw new Unauthenticated('No console session')
-    setSessionCookies(request, reply, await sessions.refresh(refresh, causeOf(request)))
+    setSessionCookies(request, reply, base, await sessions.refresh(refresh, causeOf(request)))
     return reply.code(204).header('cache-control', 'no-store').send()
   })
 
   /** Signs the console out: the session its cookie holds ends (a bearer token is left alone), and the cookies go. */
   app.delete('/console/session', { config: { auth: 'public' }, schema: { hide: true } }, async (request, reply) => {
     fromConsole(request.headers)
-    if (consoleToken(request) !== undefined && request.caller) await sessions.logout(request.caller, causeOf(request))
+    // Only the session the cookie holds: a request that also carries a bearer token is that token's, left alone.
+    const cookieSession = request.headers.authorization === undefined && consoleToken(request) !== undefined
+    if (cookieSession && request.caller) await sessions.logout(request.caller, causeOf(request))
     clearSessionCookies(reply)
     return reply.code(204).send()
   })
 }
 
 export default consoleRoutes
-
-/** Cookies are parsed for every route: the authenticate step reads the console's. */
-export { fastifyCookie as cookies }

@@ -48,6 +48,22 @@ t.test('the console signs admins in with cookies no script reads; they count onl
   const tls = await app.inject({ method: 'POST', url: '/console/session', headers: { ...CONSOLE, 'x-forwarded-proto': 'https' }, payload: { email: ADMIN.email, password: ADMIN.password } })
   t.equal(tls.statusCode, 201)
   t.match(cookiesOf(tls).get('roster_console'), /; Secure/, 'Secure when served over TLS')
+
+  // Signing out ends the session the cookie holds, and no other: a bearer token beside it is left alone.
+  const bearerAndConsole = await app.inject({ method: 'DELETE', url: '/console/session', headers: { ...CONSOLE, ...admin.headers } })
+  t.equal(bearerAndConsole.statusCode, 204)
+  t.equal((await app.inject({ url: `/users/${admin.id}`, headers: admin.headers })).statusCode, 200, 'the bearer token still works')
+  const fresh = cookiesOf(await signIn(app, { email: ADMIN.email, password: ADMIN.password })).get('roster_console')
+  const own = `roster_console=${valueOf(fresh)}`
+  t.equal((await app.inject({ method: 'DELETE', url: '/console/session', headers: { ...CONSOLE, cookie: own } })).statusCode, 204)
+  assertProblem(t, await app.inject({ url: `/users/${admin.id}`, headers: { ...CONSOLE, cookie: own } }), 401, 'UNAUTHENTICATED', 'the signed-out session is over')
+})
+
+t.test('behind a proxy that ends TLS, an https PUBLIC_URL makes the cookies Secure; codes only where they sign in', async (t) => {
+  const app = await build(t, { env: { PUBLIC_URL: 'https://roster.example.com', EMAIL_CODE_LOGIN: 'false' } })
+  const res = await signIn(app, { email: ADMIN.email, password: ADMIN.password })
+  t.match(cookiesOf(res).get('roster_console'), /; Secure/)
+  assertProblem(t, await signIn(app, { email: ADMIN.email, code: '123456' }), 400, 'VALIDATION_FAILED', 'EMAIL_CODE_LOGIN=false')
 })
 
 t.test('the console refuses non-admins, requests without its header, and wrong passwords as the API does', async (t) => {
