@@ -94,7 +94,11 @@ export async function freshDatabase(): Promise<{ url: string; drop: () => Promis
  */
 export async function migratedDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
   if (ENGINE === 'sqlite') return freshDatabase()
-  template ??= makeTemplate()
+  // A template that could not be made is asked for again by the next app, not kept as a failure.
+  template ??= makeTemplate().catch((err: unknown) => {
+    template = undefined
+    throw err
+  })
   const { creates, filled, name: tpl } = await template
   const db = await freshDatabase()
   const conn = await createConnection(db.url)
@@ -119,7 +123,8 @@ async function makeTemplate(): Promise<Template> {
   const name = `roster_tpl_${hash.digest('hex').slice(0, 12)}`
   const admin = await createConnection(MYSQL_URL)
   try {
-    await admin.query('select get_lock(\'roster_tpl\', 120)')
+    const [locked] = await rows(admin, 'select get_lock(\'roster_tpl\', 120) as got')
+    if (Number(locked?.got) !== 1) throw new Error('the test template\'s lock was not had in 120 s')
     const ready = await rows(admin, 'select 1 from information_schema.tables where table_schema = ? and table_name = \'template_ready\'', [name])
     if (ready.length === 0) {
       for (const old of await rows(admin, 'select schema_name as name from information_schema.schemata where schema_name like \'roster\\_tpl\\_%\'')) {

@@ -160,7 +160,8 @@ export async function readPasswordHash(trx: Trx, userId: number): Promise<string
 
 /**
  * Which of these external ids and folded addresses are taken here (`x:` and `a:` keys): by a user, or held by a
- * revert still live. Locked on MySQL, as usersNamed locks them, so that what was free stays free until the batch commits.
+ * revert still live. The rows found are locked on MySQL, as usersNamed locks them; a key free now may be taken before
+ * the batch commits, and its insert then fails as a unique violation, which sends the batch a line at a time.
  */
 export async function keysTaken(trx: Trx, externalIds: string[], addressNorms: string[], now: number): Promise<Set<string>> {
   const taken = new Set<string>()
@@ -180,13 +181,13 @@ export async function keysTaken(trx: Trx, externalIds: string[], addressNorms: s
   return taken
 }
 
-/** Address rows of new users, in one statement. */
+/** Address rows of new users, a thousand a statement (SQLite takes at most 32,766 parameters in one). */
 export async function insertEmailRows(trx: Trx, rows: Array<Insertable<EmailsTable>>): Promise<void> {
-  if (rows.length) await trx.insertInto('emails').values(rows).execute()
+  for (let i = 0; i < rows.length; i += 1000) await trx.insertInto('emails').values(rows.slice(i, i + 1000)).execute()
 }
 
-/** Whether this MySQL server takes INSERT … RETURNING (MariaDB does; MySQL does not), learnt at the first try. */
-let returning: boolean | undefined
+/** Whether a MySQL server takes INSERT … RETURNING (MariaDB does; MySQL does not), learnt at its first try: by dialect adapter, one a database. */
+const returning = new WeakMap<object, boolean>()
 
 /**
  * New users' rows in one statement; their ids, in order. SQLite has one writer at a time, and this transaction is
@@ -203,17 +204,19 @@ export async function insertUserRows(trx: Trx, rows: Array<Insertable<UsersTable
     await trx.insertInto('users').values(rows.map((row, i) => ({ ...row, id: ids[i] }))).execute()
     return ids
   }
-  if (returning !== false) {
+  const adapter = trx.getExecutor().adapter
+  if (returning.get(adapter) !== false) {
     try {
       // Kysely's MySQL dialect writes no RETURNING clause: it goes after the statement Kysely compiled.
       const insert = trx.insertInto('users').values(rows).compile()
       const inserted = await trx.executeQuery<{ id: number }>(CompiledQuery.raw(`${insert.sql} returning id`, [...insert.parameters]))
       if (inserted.rows.length !== rows.length) throw new Error(`RETURNING gave ${inserted.rows.length} ids for ${rows.length} users`)
-      returning = true
-      return inserted.rows.map((r) => Number(r.id))
+      returning.set(adapter, true)
+      // Auto-increment ids rise in the order of the VALUES: sorted, they pair with the rows whatever order RETURNING keeps.
+      return inserted.rows.map((r) => Number(r.id)).sort((a, b) => a - b)
     } catch (err) {
       if ((err as { errno?: number }).errno !== ER_PARSE_ERROR) throw err
-      returning = false
+      returning.set(adapter, false)
     }
   }
   const ids: number[] = []

@@ -59,6 +59,21 @@ export interface ImportRequest {
 type Outcome = { result: 'created' | 'updated' | 'skipped'; events: boolean } | { error: Omit<ImportLineError, 'line'> }
 const CREATED: Outcome = { result: 'created', events: true }
 
+/** A new user's row as its line gives it. */
+const newUserValues = ({ incoming, name, nameKey }: Read, now: number) => ({
+  name, name_search: nameKey, password_hash: incoming.passwordHash ?? NO_PASSWORD, status: incoming.status ?? 'ACTIVE' as const,
+  role: incoming.role ?? 'user' as const, version: 1, created_at: incoming.createdAt ?? now, updated_at: now, external_id: incoming.externalId
+})
+
+/** The user a line created, as written: shown without reading it back. */
+const createdRow = (id: number, read: Read, now: number): UserRow => {
+  const v = newUserValues(read, now)
+  return {
+    id, name: v.name, email: read.incoming.emails.find((e) => e.primary)!.address, status: v.status, role: v.role,
+    version: 1, created_at: v.created_at, updated_at: now, ...NO_BAN, deletion_scheduled_at: null
+  }
+}
+
 /** A line read and checked on its own, before the database is asked. */
 interface Read {
   incoming: Incoming
@@ -317,7 +332,8 @@ export class ImportsService {
   }
 
   /** A line read, checked against the users already here, then created, updated or skipped (or only counted, dry). */
-  private async applyRead(trx: Trx, imp: ImportRow, { incoming, name, nameKey, fail }: Read): Promise<Outcome> {
+  private async applyRead(trx: Trx, imp: ImportRow, read: Read): Promise<Outcome> {
+    const { incoming, fail } = read
     const external = incoming.externalId
     const named = await usersNamed(trx, external, incoming.emails.map((e) => e.address))
     const ids = [...new Set(named.map((n) => n.id))]
@@ -329,13 +345,13 @@ export class ImportsService {
     const existing = ids[0]
     const now = Date.now()
     const dry = imp.dry_run === 1
-    // A real run meets a held address in claimingStale, which fails the line; a dry run writes nothing and asks.
-    for (const { address } of dry ? incoming.emails : []) {
+    // Asked before writing, in a real run too: met in claimingStale, a held address would undo the whole batch.
+    for (const { address } of incoming.emails) {
       if (await heldByRevert(trx, address, existing ?? 0, now)) return fail('EMAIL_TAKEN', `The address ${address} belongs to a user already`)
     }
     const cause = this.causeOf(imp)
     if (existing === undefined) {
-      if (!dry) await this.create(trx, incoming, name, nameKey, cause, now)
+      if (!dry) await this.create(trx, read, cause, now)
       return { result: 'created', events: !dry }
     }
     if (imp.on_conflict === 'skip') return { result: 'skipped', events: false }
@@ -367,48 +383,29 @@ export class ImportsService {
       alone.flatMap(({ read }) => read.incoming.emails.map((e) => foldedKey(e.address))), now)
     const fresh = alone.filter(({ keys }) => keys.every((key) => !taken.has(key)))
     const cause = this.causeOf(imp)
-    const values = fresh.map(({ read: { incoming, name, nameKey } }) => ({
-      name, name_search: nameKey, password_hash: incoming.passwordHash ?? NO_PASSWORD, status: incoming.status ?? 'ACTIVE',
-      role: incoming.role ?? 'user', version: 1, created_at: incoming.createdAt ?? now, updated_at: now, external_id: incoming.externalId
-    }))
-    const ids = await insertUserRows(trx, values)
-    const users = fresh.map(({ read: { incoming } }, i) => {
-      const [id, v] = [ids[i]!, values[i]!]
-      const row: UserRow = {
-        id, name: v.name, email: incoming.emails.find((e) => e.primary)!.address, status: v.status, role: v.role,
-        version: 1, created_at: v.created_at, updated_at: now, ...NO_BAN, deletion_scheduled_at: null
-      }
-      return { id, incoming, row }
-    })
+    const ids = await insertUserRows(trx, fresh.map(({ read }) => newUserValues(read, now)))
+    const users = fresh.map(({ read }, i) => ({ id: ids[i]!, incoming: read.incoming, row: createdRow(ids[i]!, read, now) }))
     await insertEmailRows(trx, users.flatMap(({ id, incoming }) => incoming.emails.map((e) => ({
       user_id: id, address: e.address, address_norm: foldedKey(e.address), primary_user_id: e.primary ? id : null, version: 1,
       created_at: now, updated_at: now, verified_at: e.verified ? now : null, claimed_at: now
     }))))
     await recordEvents(trx, cause, users.map(({ id, row }) => ({ type: 'user.created', userId: id, data: presentUser(row, cause.base) })))
-    for (const { id, incoming } of users) {
-      if (Object.values(incoming.metadata).some((part) => part && Object.keys(part).length > 0)) {
-        await changeMetadata(trx, id, { replace: incoming.metadata }, undefined, cause, this.options.metadataMaxBytes)
-      }
-    }
+    for (const { id, incoming } of users) await this.importMetadata(trx, id, incoming, cause)
     return new Set(fresh.map(({ line }) => line))
   }
 
-  private async create(trx: Trx, incoming: Incoming, name: string, nameKey: string, cause: Cause, now: number): Promise<void> {
-    const id = await insertUser(trx, {
-      name, name_search: nameKey, password_hash: incoming.passwordHash ?? NO_PASSWORD, status: incoming.status ?? 'ACTIVE',
-      role: incoming.role ?? 'user', version: 1, created_at: incoming.createdAt ?? now, updated_at: now, external_id: incoming.externalId
-    })
+  private async create(trx: Trx, read: Read, cause: Cause, now: number): Promise<void> {
+    const id = await insertUser(trx, newUserValues(read, now))
     const cutoff = now - this.options.claimSeconds * 1000
-    for (const e of incoming.emails) {
+    for (const e of read.incoming.emails) {
       await claimingStale(trx, e.address, id, cutoff, cause, () => insertEmail(trx, id, e.address, e.primary, now, e.verified))
     }
-    // The user as written, shown without reading it back.
-    const created: UserRow = {
-      id, name, email: incoming.emails.find((e) => e.primary)!.address, status: incoming.status ?? 'ACTIVE', role: incoming.role ?? 'user',
-      version: 1, created_at: incoming.createdAt ?? now, updated_at: now, ...NO_BAN, deletion_scheduled_at: null
-    }
-    await recordEvent(trx, cause, 'user.created', id, presentUser(created, cause.base))
-    // Its metadata as the line gives it (user.metadata_changed after user.created), when it gives any.
+    await recordEvent(trx, cause, 'user.created', id, presentUser(createdRow(id, read, now), cause.base))
+    await this.importMetadata(trx, id, read.incoming, cause)
+  }
+
+  /** A new user's metadata as its line gives it (user.metadata_changed after user.created), when it gives any. */
+  private async importMetadata(trx: Trx, id: number, incoming: Incoming, cause: Cause): Promise<void> {
     if (Object.values(incoming.metadata).some((part) => part && Object.keys(part).length > 0)) {
       await changeMetadata(trx, id, { replace: incoming.metadata }, undefined, cause, this.options.metadataMaxBytes)
     }

@@ -235,10 +235,19 @@ t.test('a batch writes its new users together; lines of one batch naming one use
     { email: 'two@example.com' },
     { external_id: 'e-1', email: 'one-again@example.com', name: 'One Again' },
     { email: 'TWO@example.com', name: 'Two Twice' },
-    { email: 'three@example.com', name: 'Three' }
+    { email: 'three@example.com', name: 'Three' },
+    { emails: [{ address: 'four@example.com', primary: true }, { address: 'four@work.example', verified: true }], name: 'Four' },
+    { email: 'five@example.com', name: 'Five' },
+    { email: 'six@example.com', name: 'Six' }
   )
   const done = await imported(app, admin, file, '?on_conflict=update')
-  t.match(done, { status: 'succeeded', created: 3, updated: 2, failed: 0 })
+  t.match(done, { status: 'succeeded', created: 6, updated: 2, failed: 0 })
+  // The lines written together: each user with its own name, addresses and marks.
+  for (const [address, name] of [['three', 'Three'], ['four', 'Four'], ['five', 'Five'], ['six', 'Six']]) {
+    t.equal((await userByEmail(app, admin, `${address}@example.com`))?.name, name, `${address}@example.com is ${name}'s`)
+  }
+  const four = await userByEmail(app, admin, 'four@example.com')
+  t.same(await emailsOf(app, admin, four!.id), [['four@example.com', true, false], ['four@work.example', false, true]])
   const one = await userByEmail(app, admin, 'one@example.com')
   t.equal(one?.name, 'One Again', 'the later line updated the user the earlier one created')
   t.same(await emailsOf(app, admin, one!.id), [['one@example.com', true, false], ['one-again@example.com', false, false]])
@@ -247,9 +256,9 @@ t.test('a batch writes its new users together; lines of one batch naming one use
   t.same(metadata.json<{ public: unknown }>().public, { plan: 'pro' })
   const events = (await app.inject({ url: '/events?limit=200', headers: admin.headers })).json<{ items: Array<{ type: string; user_id: number }> }>().items
     .filter((e) => e.user_id !== admin.id && e.user_id !== gone.id).map((e) => e.type)
-  t.same(events.filter((type) => type === 'user.created').length, 3, 'one user.created a user')
+  t.same(events.filter((type) => type === 'user.created').length, 6, 'one user.created a user')
   t.same(events.filter((type) => type === 'user.metadata_changed').length, 1)
   t.same(events.filter((type) => type === 'user.updated').length, 2)
   const ids = (await app.db.selectFrom('users').select('id').where('id', '!=', admin.id).execute()).map((r) => r.id)
-  t.ok(ids.length === 3 && ids.every((id) => id > gone.id), `new ids only (${ids.join(', ')} after ${gone.id})`)
+  t.ok(ids.length === 6 && ids.every((id) => id > gone.id), `new ids only (${ids.join(', ')} after ${gone.id})`)
 })
