@@ -240,7 +240,7 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
     config,
     schema: {
       operationId: 'deleteScimUser', tags, summary: 'Delete a user (SCIM)',
-      description: 'As DELETE /users/{user_id}: the user, its addresses and sessions go (user.deleted).',
+      description: 'As DELETE /users/{user_id}, and at once whatever ACCOUNT_DELETION_GRACE_SECONDS: the user, its addresses and sessions go, and it is forgotten (user.deleted; its events erased).',
       params: ScimUserParams, headers: ScimIfMatch,
       response: { 204: NoContent, ...scimErrors(400, 401, 404, 409, 412) }
     }
