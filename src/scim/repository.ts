@@ -46,7 +46,11 @@ async function withEmails<R extends { id: number }>(db: Db | Trx, rows: R[]): Pr
   if (rows.length === 0) return []
   const emails = await db.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', 'in', rows.map((r) => r.id)).orderBy('id').execute()
   const byUser = new Map<number, EmailRow[]>()
-  for (const e of emails) byUser.set(e.user_id, [...(byUser.get(e.user_id) ?? []), e])
+  for (const e of emails) {
+    const own = byUser.get(e.user_id)
+    if (own) own.push(e)
+    else byUser.set(e.user_id, [e])
+  }
   return rows.map((r) => ({ ...r, emails: byUser.get(r.id) ?? [] }))
 }
 
@@ -55,16 +59,20 @@ export async function findScimUser(db: Db | Trx, id: number): Promise<ScimUserRo
   return row && (await withEmails(db, [row]))[0]
 }
 
-/** One page of the users a filter selects, in id order, from `offset`, and how many it selects in all. */
+/**
+ * One page of the users a filter selects, in id order, from `offset`, and how many it selects in all. A page that
+ * ends short tells the total itself (a directory's lookup of one user is one query); a full or empty one counts.
+ */
 export async function listScimUsers(db: Db, filter: FilterNode | undefined, offset: number, count: number): Promise<{ total: number; rows: ScimUserRow[] }> {
   const where = filter ? scimUserFilter(filter) : undefined
+  let page = selectScimUsers(db).orderBy('users.id').limit(count).offset(offset)
+  if (where) page = page.where(where)
+  const rows = count === 0 ? [] : await page.execute()
+  if (rows.length > 0 && rows.length < count) return { total: offset + rows.length, rows: await withEmails(db, rows) }
   let counting = db.selectFrom('users').select((eb) => eb.fn.countAll<number | string | bigint>().as('n'))
   if (where) counting = counting.where(where)
   const total = Number((await counting.executeTakeFirstOrThrow()).n)
-  if (count === 0 || offset >= total) return { total, rows: [] }
-  let page = selectScimUsers(db).orderBy('users.id').limit(count).offset(offset)
-  if (where) page = page.where(where)
-  return { total, rows: await withEmails(db, await page.execute()) }
+  return { total, rows: await withEmails(db, rows) }
 }
 
 /** The user holding this external id, locked (MySQL). */
