@@ -111,8 +111,12 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.delete('/console/session', { config: { auth: 'public' }, schema: { hide: true } }, async (request, reply) => {
     fromConsole(request.headers)
     // Only the session the cookie holds: a request that also carries a bearer token is that token's, left alone.
-    const cookieSession = request.headers.authorization === undefined && consoleToken(request) !== undefined
-    if (cookieSession && request.caller) await sessions.logout(request.caller, causeOf(request))
+    if (request.headers.authorization === undefined) {
+      const refresh = consoleRefreshToken(request)
+      if (consoleToken(request) !== undefined && request.caller) await sessions.logout(request.caller, causeOf(request))
+      // An access cookie that has expired is not sent: the refresh cookie still names the session, which ends too.
+      else if (refresh) await sessions.logoutByRefresh(refresh, causeOf(request))
+    }
     clearSessionCookies(reply)
     return reply.code(204).send()
   })

@@ -221,6 +221,17 @@ export class SessionsService {
     })
   }
 
+  /** Ends the session a live refresh token belongs to; a spent, expired or unknown one ends nothing. */
+  async logoutByRefresh(refreshToken: string, cause: Cause): Promise<void> {
+    if (!isTokenShaped(refreshToken)) return
+    const seen = await findRefresh(this.db, tokenHash(refreshToken))
+    if (!seen || seen.used_at !== null || seen.expires_at <= Date.now()) return
+    await inTransaction(this.db, async (trx) => {
+      await lockUser(trx, seen.session.user_id)
+      await endSession(trx, seen.session.user_id, seen.session.id, cause, 'signed_out')
+    })
+  }
+
   async list(userId: number, afterId: number, limit: number): Promise<SessionRow[]> {
     return pageOfUser(this.db, userId, afterId, await listSessions(this.db, userId, Date.now(), afterId, limit))
   }

@@ -57,6 +57,13 @@ t.test('the console signs admins in with cookies no script reads; they count onl
   const own = `roster_console=${valueOf(fresh)}`
   t.equal((await app.inject({ method: 'DELETE', url: '/console/session', headers: { ...CONSOLE, cookie: own } })).statusCode, 204)
   assertProblem(t, await app.inject({ url: `/users/${admin.id}`, headers: { ...CONSOLE, cookie: own } }), 401, 'UNAUTHENTICATED', 'the signed-out session is over')
+
+  // Once the access cookie has expired the browser sends only the refresh cookie: signing out still ends the session.
+  const later = cookiesOf(await signIn(app, { email: ADMIN.email, password: ADMIN.password }))
+  const [laterAccess, laterRefresh] = [`roster_console=${valueOf(later.get('roster_console'))}`, `roster_console_refresh=${valueOf(later.get('roster_console_refresh'))}`]
+  t.equal((await app.inject({ method: 'DELETE', url: '/console/session', headers: { ...CONSOLE, cookie: laterRefresh } })).statusCode, 204)
+  assertProblem(t, await app.inject({ method: 'POST', url: '/console/session/refresh', headers: { ...CONSOLE, cookie: laterRefresh } }), 401, 'INVALID_GRANT', 'its refresh token is dead')
+  assertProblem(t, await app.inject({ url: `/users/${admin.id}`, headers: { ...CONSOLE, cookie: laterAccess } }), 401, 'UNAUTHENTICATED', 'and so is its access token')
 })
 
 t.test('behind a proxy that ends TLS, an https PUBLIC_URL makes the cookies Secure; codes only where they sign in', async (t) => {
