@@ -134,7 +134,7 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
     config: { auth: 'admin' },
     schema: {
       operationId: 'restoreUser', tags, summary: 'Take back a scheduled deletion (admin)',
-      description: 'Until its `deletion_scheduled_at`, a user whose deletion is scheduled may be restored: it signs in again as before (its ended sessions stay ended). 409 DELETION_NOT_SCHEDULED when none is.',
+      description: 'Until its `deletion_scheduled_at`, a user whose deletion is scheduled may be restored: it signs in again as before (its ended sessions stay ended). 409 DELETION_NOT_SCHEDULED when none is; after it, 404: the deletion is final.',
       params: UserParams, headers: IfMatch,
       response: { 200: ref(User), ...problems(400, 401, 403, [404, 'USER_NOT_FOUND'], [409, 'DELETION_NOT_SCHEDULED'], 412) }
     }

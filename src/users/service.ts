@@ -4,7 +4,7 @@ import type { EventType, SessionEndReason } from '../../schemas/event.js'
 import type { UserRole, UserStatus } from '../../schemas/user.js'
 import type { AddressMail } from '../accounts/address-mail.js'
 import { claimingStale, insertEmail } from '../accounts/addresses.js'
-import { deleteUser, insertUser, keepAnAdmin, restoreUser, scheduleDeletion } from '../accounts/removal.js'
+import { deleteIfDue, deleteUser, insertUser, keepAnAdmin, restoreUser, scheduleDeletion } from '../accounts/removal.js'
 import type { Passwords } from '../accounts/secrets.js'
 import { presentUser } from '../accounts/present.js'
 import { endSessions, sessionSignedInAt, type Keep } from '../accounts/sessions.js'
@@ -217,9 +217,14 @@ export class UsersService {
     return undefined
   }
 
-  /** Takes back a scheduled deletion (admins); DELETION_NOT_SCHEDULED when none is. */
+  /**
+   * Takes back a scheduled deletion (admins); DELETION_NOT_SCHEDULED when none is. The deadline holds to the
+   * millisecond: a restore after it makes the deletion final itself, as the background job would, and finds no user.
+   */
   async restore(id: number, expected: Expected, cause: Cause): Promise<UserRow> {
-    const restored = await inTransaction(this.db, (trx) => restoreUser(trx, id, expected, cause))
+    const restored = await inTransaction(this.db, async (trx) =>
+      (await deleteIfDue(trx, id, Date.now(), cause.base)) ? 'deleted' as const : restoreUser(trx, id, expected, cause))
+    if (restored === 'deleted') throw userNotFound(`id ${id}`)
     if (!restored) throw new DeletionNotScheduled()
     return restored
   }

@@ -155,6 +155,19 @@ t.test('with a grace, a deletion is scheduled: signed out, hidden, restorable, t
   t.match(final, [{ actor: { type: 'system' }, erased: true }], 'made final by the service itself, erased')
 })
 
+t.test('a restore that comes after the grace has ended finds the deletion made final, not undone', async (t) => {
+  // The background job is held off: the request alone must keep the deadline.
+  const app = await build(t, { deletions: { everyMs: 3_600_000 }, env: { ACCOUNT_DELETION_GRACE_SECONDS: '1' } })
+  const admin = await adminUser(app)
+  const user = await newUser(app)
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${user.id}`, headers: admin.headers })).statusCode, 202)
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  assertProblem(t, await app.inject({ method: 'POST', url: `/users/${user.id}/restore`, headers: admin.headers }), 404, 'USER_NOT_FOUND')
+  assertProblem(t, await app.inject({ url: `/users/${user.id}`, headers: admin.headers }), 404, 'USER_NOT_FOUND')
+  const final = (await app.inject({ url: `/events?user_id=${user.id}&type=user.deleted`, headers: admin.headers })).json<{ items: Array<{ actor: { type: string } }> }>().items
+  t.match(final, [{ actor: { type: 'system' } }], 'final as the job would have made it')
+})
+
 t.test('GET /users/{id}/export: everything held about the user, as the caller may read it, streamed', async (t) => {
   const app = await build(t)
   const admin = await adminUser(app)
