@@ -100,8 +100,7 @@ function startBaseline(script: string, port: number, env: Record<string, string>
 /** An access token of the bench's admin, from a Roster instance; a failed login stops the run. */
 async function adminLogin(base: string): Promise<string> {
   const res = await fetch(`${base}/auth/tokens`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN) })
-  if (res.status !== 201) throw new Error(`the bench admin's login answered ${res.status}: ${await res.text()}`)
-  return ((await res.json()) as { token: string }).token
+  return res.status === 201 ? ((await res.json()) as { token: string }).token : Promise.reject(new Error(`the bench admin's login answered ${res.status}: ${await res.text()}`))
 }
 
 const memoryKb = (pid: number, field: 'VmRSS' | 'VmHWM') => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0)
@@ -228,9 +227,8 @@ async function freshSessions(): Promise<Record<string, unknown>> {
   } finally {
     await db.destroy()
   }
-  const file = `${RESULTS}/sessions.jsonl`
-  writeFileSync(file, lines.join('\n') + '\n')
-  return { sessionsFile: file }
+  writeFileSync(`${RESULTS}/sessions.jsonl`, lines.join('\n') + '\n')
+  return { sessionsFile: `${RESULTS}/sessions.jsonl` }
 }
 
 /** Starts `children`, waits for each to answer at its URL, runs `body`, and stops them whatever happens. */
@@ -285,10 +283,12 @@ async function importFile(n: number): Promise<string> {
   return file
 }
 
-/** Reads an NDJSON answer to its end twice, the first warming up: its lines, and lines a second. */
+/** Reads an NDJSON answer to its end twice, the first warming up: its lines, and lines a second. A 503 is tried again. */
 async function download(from: string, headers: Record<string, string> = {}, warmUp = false): Promise<{ lines: number; perS: number }> {
   if (!warmUp) await download(from, headers, true)
-  const [started, res] = [performance.now(), await fetch(from, { headers })]
+  const pause = (refused: Response) => refused.text().then(() => new Promise((resolve) => setTimeout(resolve, 1000))).then(() => performance.now())
+  let [started, res] = [performance.now(), await fetch(from, { headers })]
+  for (let i = 0; res.status === 503 && i < 120; i++) [started, res] = [await pause(res), await fetch(from, { headers })]
   if (res.status !== 200) throw new Error(`${from} answered ${res.status}: ${await res.text()}`)
   let lines = 0
   for await (const chunk of Readable.fromWeb(res.body as WebStream<Uint8Array>) as AsyncIterable<Buffer>) {
