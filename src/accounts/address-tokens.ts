@@ -27,12 +27,12 @@ export async function deleteEmailTokens(trx: Trx, emailId: number, purpose?: Ema
   await q.execute()
 }
 
-/** Drops an address's expired tokens, as a new one is issued, so that they cannot pile up. */
 /** Spends every mailed token and code of a user, whatever its purpose and address. */
 export async function deleteUserEmailTokens(trx: Trx, userId: number): Promise<void> {
   await trx.deleteFrom('email_tokens').where('user_id', '=', userId).execute()
 }
 
+/** Drops an address's expired tokens, as a new one is issued, so that they cannot pile up. */
 export async function purgeExpiredAddressTokens(trx: Trx, emailId: number, now: number): Promise<void> {
   await trx.deleteFrom('email_tokens').where('email_id', '=', emailId).where('expires_at', '<=', now).execute()
 }
