@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import fastifyCookie from '@fastify/cookie'
 import { presentUser } from '../accounts/present.js'
+import type { UserRow } from '../accounts/users.js'
 import { causeOf } from '../auth/steps.js'
 import { Forbidden, invalidField, NotFound, Unauthenticated } from '../common/errors.js'
 import { clearSessionCookies, CONSOLE_HEADER, consoleRefreshToken, consoleToken, setSessionCookies } from './session.js'
@@ -50,6 +51,9 @@ const SignIn = Type.Object({
   code: Type.Optional(Type.String({ minLength: 1, maxLength: 16 }))
 }, { additionalProperties: false })
 
+/** Only admins sign in to the console: anyone else is refused before a session is opened. */
+const adminsOnly = (user: UserRow) => user.role === 'admin' ? undefined : new Forbidden('The console is for admins')
+
 const consoleRoutes: FastifyPluginAsyncTypebox = async (app) => {
   // Cookies set and read by these routes only; the API's routes read the console's cookie in consoleToken.
   await app.register(fastifyCookie)
@@ -88,12 +92,8 @@ const consoleRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const client = { address: request.client, agent: request.headers['user-agent'] }
     if (code === undefined && password === undefined) throw new Unauthenticated('A password or an e-mail code is needed', 'INVALID_CREDENTIALS')
     const issued = code !== undefined
-      ? await sessions.loginByCode(email, code, client, causeOf(request))
-      : await sessions.login(email, password ?? '', client, causeOf(request))
-    if (issued.user.role !== 'admin') {
-      await sessions.end(issued.user.id, issued.session.id, causeOf(request))
-      throw new Forbidden('The console is for admins')
-    }
+      ? await sessions.loginByCode(email, code, client, causeOf(request), adminsOnly)
+      : await sessions.login(email, password ?? '', client, causeOf(request), adminsOnly)
     setSessionCookies(request, reply, base, issued)
     return reply.code(201).header('cache-control', 'no-store').send({ user: presentUser(issued.user, base) })
   })

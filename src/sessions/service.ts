@@ -7,7 +7,7 @@ import { endSession, endSessions } from '../accounts/sessions.js'
 import { liftEndedBan } from '../accounts/bans.js'
 import { bannedAt, lockUser, pageOfUser, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
-import { Banned, NotFound, RateLimited, Unauthenticated } from '../common/errors.js'
+import { Banned, DomainError, NotFound, RateLimited, Unauthenticated } from '../common/errors.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
@@ -35,6 +35,10 @@ export interface ClientInfo {
   address: string
   agent: string | undefined
 }
+
+/** Who may sign in through a given door: an error refuses the user before any session is opened. */
+export type Admit = (user: UserRow) => DomainError | undefined
+const admitAll: Admit = () => undefined
 
 /** What a login or a refresh hands out. */
 export interface Issued {
@@ -67,8 +71,8 @@ export class SessionsService {
    * banned user learns it is banned only once its password checked out. Each check is first reserved with the
    * login guard (429 past a limit, unchecked).
    */
-  login(email: string, password: string, client: ClientInfo, cause: Cause): Promise<Issued> {
-    return this.counted(this.checkLogin(email, password, client, cause))
+  login(email: string, password: string, client: ClientInfo, cause: Cause, admit: Admit = admitAll): Promise<Issued> {
+    return this.counted(this.checkLogin(email, password, client, cause, admit))
   }
 
   /** Tells the metrics how a sign-in (by password or by code) ended. */
@@ -85,7 +89,7 @@ export class SessionsService {
     }
   }
 
-  private async checkLogin(email: string, password: string, client: ClientInfo, cause: Cause): Promise<Issued> {
+  private async checkLogin(email: string, password: string, client: ClientInfo, cause: Cause, admit: Admit): Promise<Issued> {
     const found = await findCredentials(this.db, email)
     const attempt = await this.guard.attempt(found ? `u${found.id}` : `e${foldedKey(email)}`, client.address)
     if (!(await this.passwords.verify(found?.password_hash, password)) || !found) {
@@ -106,10 +110,13 @@ export class SessionsService {
       // A ban whose end has come is lifted by the sign-in itself, so that its tokens work at once.
       if (current.user.status === 'BANNED' && await liftEndedBan(trx, found.id, now, cause.base)) current = await lockForSession(trx, found.id)
       if (!current) return wrongCredentials()
+      const user = credentialsOf(current.user)
+      const refused = admit(user)
+      if (refused) return refused
       if (rehashed !== undefined) await replacePasswordHash(trx, found.id, found.password_hash, rehashed)
-      return this.startSession(trx, credentialsOf(current.user), current.sessions, client, now, cause)
+      return this.startSession(trx, user, current.sessions, client, now, cause)
     })
-    if (issued instanceof Unauthenticated) throw issued
+    if (issued instanceof DomainError) throw issued
     return issued
   }
 
@@ -118,17 +125,17 @@ export class SessionsService {
    * proved by the code, which marks the address verified. A wrong, used or expired code is INVALID_CREDENTIALS, as
    * a wrong password is, and counts against the same limits; five wrong codes kill it.
    */
-  loginByCode(email: string, code: string, client: ClientInfo, cause: Cause): Promise<Issued> {
-    return this.counted(this.checkCode(email, code, client, cause))
+  loginByCode(email: string, code: string, client: ClientInfo, cause: Cause, admit: Admit = admitAll): Promise<Issued> {
+    return this.counted(this.checkCode(email, code, client, cause, admit))
   }
 
-  private async checkCode(email: string, code: string, client: ClientInfo, cause: Cause): Promise<Issued> {
+  private async checkCode(email: string, code: string, client: ClientInfo, cause: Cause, admit: Admit): Promise<Issued> {
     const started = Date.now()
     const target = await findSignInAddress(this.db, email)
     const attempt = await this.guard.attempt(target ? `u${target.user_id}` : `e${foldedKey(email)}`, client.address)
     const guess = await this.codes.reserve(email, 'signin')
     if (!target) return failedCode(started, wrongCredentials())
-    const outcome = await guess.checking(() => inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | { banned: number | null }> => {
+    const outcome = await guess.checking(() => inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | { banned: number | null } | DomainError> => {
       const now = Date.now()
       let current = await lockForSession(trx, target.user_id)
       if (!current) return 'wrong'
@@ -136,6 +143,8 @@ export class SessionsService {
       if (bannedAt(current.user, now)) return { banned: current.user.banned_until }
       if (current.user.status === 'BANNED' && await liftEndedBan(trx, target.user_id, now, cause.base)) current = await lockForSession(trx, target.user_id)
       if (!current) return 'wrong'
+      const refused = admit(credentialsOf(current.user))
+      if (refused) return refused
       await deleteEmailTokens(trx, target.id, 'signin')
       // Reading the code proved the address (read again under the lock: a token may have verified it meanwhile).
       await verifyAddress(trx, target.user_id, target.id, now, asActor(cause, { type: 'user', id: target.user_id }))
@@ -144,6 +153,7 @@ export class SessionsService {
     if (outcome === 'wrong') return failedCode(started, wrongCredentials())
     await attempt.succeeded()
     await guess.succeeded()
+    if (outcome instanceof DomainError) throw outcome
     if ('banned' in outcome) throw banned({ banned_until: outcome.banned })
     return outcome
   }

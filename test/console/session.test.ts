@@ -80,7 +80,9 @@ t.test('the console refuses non-admins, requests without its header, and wrong p
   assertProblem(t, refused, 401, 'FORBIDDEN')
   t.equal(cookiesOf(refused).size, 0, 'no cookie for a plain user')
   const sessions = await app.inject({ url: `/users/${user.id}/sessions`, headers: user.headers })
-  t.equal(sessions.json<{ items: unknown[] }>().items.length, 1, 'and the session its password opened is ended again')
+  t.equal(sessions.json<{ items: unknown[] }>().items.length, 1, 'its own session is all it has')
+  const opened = await app.db.selectFrom('events').select('type').where('user_id', '=', user.id).where('type', 'in', ['session.created', 'session.ended']).execute()
+  t.same(opened.map((e) => e.type), ['session.created'], 'the refusal opened no session, so none was ended either')
 
   assertProblem(t, await signIn(app, { email: ADMIN.email, password: ADMIN.password }, {}), 401, 'FORBIDDEN', 'a sign-in without the console\'s header (a cross-site form)')
   assertProblem(t, await signIn(app, { email: ADMIN.email }), 401, 'INVALID_CREDENTIALS')
@@ -123,4 +125,13 @@ t.test('an admin signs in to the console by a code mailed to its address', async
   t.equal(res.statusCode, 201, res.body)
   t.ok(cookiesOf(res).has('roster_console'), 'its session in the cookie')
   assertProblem(t, await signIn(app, { email: ADMIN.email, code }), 401, 'INVALID_CREDENTIALS', 'a code signs in once')
+
+  const user = await newUser(app)
+  t.equal((await app.inject({ method: 'POST', url: '/auth/email-codes', payload: { email: user.email } })).statusCode, 202)
+  // Its first mail is the address's verification; the second, the sign-in code.
+  const refused = await signIn(app, { email: user.email, code: codeIn(await smtp.waitFor(user.email, 2)) })
+  assertProblem(t, refused, 401, 'FORBIDDEN', 'a plain user\'s right code does not open the console')
+  t.equal(cookiesOf(refused).size, 0)
+  const created = await app.db.selectFrom('events').select('type').where('user_id', '=', user.id).where('type', '=', 'session.created').execute()
+  t.equal(created.length, 1, 'nor a session: the one it had is its only one')
 })
