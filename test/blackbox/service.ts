@@ -70,7 +70,7 @@ export async function startBuilt(
       // behaviour is held by test/http/faults.test.ts.
       DB_TIMEOUT_MS: '10000',
       // Load shedding off: on such a host the process can wait a second for a core, and the next 250 ms of requests
-      // would be answered 503, whatever the test is about. Shedding is tested by itself (probes.test.ts), and the
+      // would be answered 503, whatever the test is about. Shedding is tested by itself (overload.test.ts), and the
       // soak runs with the production default.
       MAX_EVENT_LOOP_DELAY_MS: '0',
       METRICS_PORT: metricsPort, ...env
