@@ -249,6 +249,8 @@ export interface IdempotencyKeysTable {
   location: string | null
   etag: string | null
   body: string | null
+  /** The user the kept answer presents (its href is in the body or the location), dropped with it on deletion. */
+  user_id: number | null
   created_at: number
   expires_at: number
 }

@@ -16,17 +16,14 @@ export const ERASE_BATCH = 500
 
 /**
  * Forgets a user inside its deletion's transaction (its addresses, as written, given before they are deleted):
- * mail not yet sent to them is dropped, kept idempotent answers about the user (every presentation of a user, its
- * addresses or sessions carries its href) are dropped, and its events are listed for erasure.
+ * mail not yet sent to them is dropped, kept idempotent answers that present the user (found by the user
+ * each names) are dropped, and its events are listed for erasure.
  */
 export async function forgetUser(trx: Trx, userId: number, addresses: string[], now: number): Promise<void> {
   if (addresses.length > 0) {
     await trx.deleteFrom('outbox').where('kind', '=', 'mail').where('recipient', 'in', addresses).execute()
   }
-  const path = `/users/${userId}`
-  await trx.deleteFrom('idempotency_keys').where((eb) => eb.or([
-    eb('body', 'like', `%${path}"%`), eb('body', 'like', `%${path}/%`), eb('location', 'like', `%${path}`), eb('location', 'like', `%${path}/%`)
-  ])).execute()
+  await trx.deleteFrom('idempotency_keys').where('user_id', '=', userId).execute()
   await trx.insertInto('erasures').values({ user_id: userId, created_at: now }).execute()
 }
 

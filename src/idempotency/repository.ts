@@ -11,7 +11,7 @@ export async function takeKey(db: Db, keyHash: string, requestHash: string, now:
   try {
     await db.insertInto('idempotency_keys').values({
       key_hash: keyHash, request_hash: requestHash, state: 'running', status: null, content_type: null,
-      location: null, etag: null, body: null, created_at: now, expires_at: expiresAt
+      location: null, etag: null, body: null, user_id: null, created_at: now, expires_at: expiresAt
     }).execute()
     return true
   } catch (err) {
@@ -30,7 +30,7 @@ export function findKey(db: Db, keyHash: string): Promise<KeyRow | undefined> {
  */
 export async function takeOver(db: Db, row: KeyRow, requestHash: string, now: number, expiresAt: number): Promise<boolean> {
   const result = await db.updateTable('idempotency_keys')
-    .set({ request_hash: requestHash, state: 'running', status: null, content_type: null, location: null, etag: null, body: null, created_at: now, expires_at: expiresAt })
+    .set({ request_hash: requestHash, state: 'running', status: null, content_type: null, location: null, etag: null, body: null, user_id: null, created_at: now, expires_at: expiresAt })
     .where('id', '=', row.id).where('created_at', '=', row.created_at).where('state', '=', row.state)
     .executeTakeFirst()
   return Number(result.numUpdatedRows) === 1
@@ -38,10 +38,11 @@ export async function takeOver(db: Db, row: KeyRow, requestHash: string, now: nu
 
 /** Keeps the first answer under its key. */
 export async function keepAnswer(
-  db: Db, keyHash: string, answer: { status: number; contentType: string | null; location: string | null; etag: string | null; body: string }
+  db: Db, keyHash: string,
+  answer: { status: number; contentType: string | null; location: string | null; etag: string | null; body: string; userId: number | null }
 ): Promise<void> {
   await db.updateTable('idempotency_keys')
-    .set({ state: 'done', status: answer.status, content_type: answer.contentType, location: answer.location, etag: answer.etag, body: answer.body })
+    .set({ state: 'done', status: answer.status, content_type: answer.contentType, location: answer.location, etag: answer.etag, body: answer.body, user_id: answer.userId })
     .where('key_hash', '=', keyHash).where('state', '=', 'running').execute()
 }
 

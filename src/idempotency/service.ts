@@ -62,6 +62,18 @@ function canonical(value: unknown): unknown {
   return value
 }
 
+/** A user's href (`/users/42`, or a path beneath it) in an answer's location or body. */
+const USER_HREF = /\/users\/(\d+)(?=["/\n]|$)/g
+
+/**
+ * The user an answer presents, by the hrefs it holds: null for none, undefined for several (no idempotent route
+ * answers so; such an answer is not kept, since a deletion could not find it by one user).
+ */
+function presentedUser(answer: KeptAnswer): number | null | undefined {
+  const ids = new Set(Array.from(`${answer.location ?? ''}\n${answer.body}`.matchAll(USER_HREF), (m) => Number(m[1])))
+  return ids.size > 1 ? undefined : ids.values().next().value ?? null
+}
+
 /** Whether an answer of this status is kept for the retries of its key: a 2xx or a 4xx other than 429. */
 export const isKept = (status: number): boolean => status < 500 && status !== 429
 
@@ -69,7 +81,8 @@ export const isKept = (status: number): boolean => status < 500 && status !== 42
  * Idempotency keys (IETF httpapi draft): a retry with the same key and the same request, from the same caller,
  * within `keepMs`, answers the first answer again and does nothing twice. The same key with another request is
  * IDEMPOTENCY_KEY_REUSED (422); while the first is still running, IDEMPOTENCY_KEY_IN_USE (409). Keys are rows of
- * the database, so this holds across instances; answers of 5xx and 429 are not kept.
+ * the database, so this holds across instances; answers of 5xx and 429 are not kept. A kept answer names the user it
+ * presents, so that the user's deletion drops it.
  */
 export class IdempotencyKeys {
   private readonly options: IdempotencyOptions
@@ -114,8 +127,9 @@ export class IdempotencyKeys {
    * its Retry-After), so they free the key and the retry they invite runs again.
    */
   async finish(keyHash: string, seal: AnswerSeal, answer: KeptAnswer): Promise<void> {
-    if (!isKept(answer.status)) await dropKey(this.db, keyHash)
-    else await keepAnswer(this.db, keyHash, { ...answer, body: seal.seal(answer.body) })
+    const userId = presentedUser(answer)
+    if (!isKept(answer.status) || userId === undefined) await dropKey(this.db, keyHash)
+    else await keepAnswer(this.db, keyHash, { ...answer, body: seal.seal(answer.body), userId })
   }
 
   /** Deletes the keys whose answers have expired, `batch` a statement; how many. */

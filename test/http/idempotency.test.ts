@@ -54,6 +54,30 @@ t.test('kept answers are sealed: a login replayed gives its tokens again, the ta
   t.equal(sessions.length, 1, 'one session for the two requests')
 })
 
+t.test('a deletion drops the kept answers that present its user: a retry after it is not a replay', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app, { email: 'leaving@example.com' })
+  const other = await newUser(app, { email: 'staying@example.com' })
+  const login = (email: string, password: string) => app.inject({
+    method: 'POST', url: '/auth/tokens', headers: { 'idempotency-key': `login-${email}` }, payload: { email, password }
+  })
+  t.equal((await login(user.email, user.password)).statusCode, 201)
+  t.equal((await login(other.email, other.password)).statusCode, 201)
+  const added = await app.inject({
+    method: 'POST', url: `/users/${user.id}/emails`, headers: { ...user.headers, 'idempotency-key': 'add-1' }, payload: { address: 'second@example.com' }
+  })
+  t.equal(added.statusCode, 201)
+  const kept = await app.db.selectFrom('idempotency_keys').select('user_id').orderBy('id').execute()
+  t.same(kept.map((k) => k.user_id), [user.id, other.id, user.id], 'each kept answer names the user it presents')
+
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${user.id}`, headers: user.headers })).statusCode, 204)
+  const left = await app.db.selectFrom('idempotency_keys').select('user_id').execute()
+  t.same(left.map((k) => k.user_id), [other.id], 'only the other user\'s answer is left')
+  const retried = await login(user.email, user.password)
+  assertProblem(t, retried, 401, 'INVALID_CREDENTIALS', 'the retry runs again: its kept tokens and user are gone')
+  t.equal((await login(other.email, other.password)).headers['idempotent-replayed'], 'true', 'the other user\'s retry is still a replay')
+})
+
 t.test('the same key with another request is 422; a malformed key is 400', async (t) => {
   const app = await build(t)
   t.equal((await signUp(app, 'key-1', 'first@example.com')).statusCode, 201)
