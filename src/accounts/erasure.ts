@@ -16,8 +16,8 @@ export const ERASE_BATCH = 500
 
 /**
  * Forgets a user inside its deletion's transaction (its addresses, as written, given before they are deleted):
- * mail not yet sent to them is dropped, kept idempotent answers that present the user (found by the user
- * each names) are dropped, and its events are listed for erasure.
+ * mail not yet sent to them is dropped, kept idempotent answers that present the user (each names its user) are
+ * dropped, and its events are listed for erasure.
  */
 export async function forgetUser(trx: Trx, userId: number, addresses: string[], now: number): Promise<void> {
   if (addresses.length > 0) {
