@@ -1,22 +1,22 @@
 import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import net from 'node:net'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import t from 'tap'
+import { entry, root } from '../blackbox/service.js'
 import { ENGINE, MYSQL_URL } from '../helpers.js'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-
-/** Runs a command of the project to its end: exit code and everything it printed. */
+/** Runs a built command of the project (`npm start`'s own files, no compile on each start) to its end. */
 function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
+  if (!existsSync(args[0]!)) throw new Error(`${args[0]} is missing: npm test builds it (or run npm run build)`)
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', ...args], {
+    const child = spawn(process.execPath, args, {
       cwd: root, env: { ...process.env, LOG_LEVEL: 'silent', MAX_EVENT_LOOP_DELAY_MS: '0', METRICS_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe']
     })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     child.stderr.on('data', (d) => { out += d })
-    // A start that hangs is killed and fails its case; the bound is loose, as tsx compiles the sources on each start.
+    // A start that hangs is killed and fails its case.
     const timer = setTimeout(() => child.kill('SIGKILL'), 45_000)
     child.on('close', (code) => { clearTimeout(timer); resolve({ code, out }) })
   })
@@ -45,10 +45,9 @@ t.test('a start that cannot succeed says in one line which setting to change, wi
     cases.push(['a user the server refuses', { DATABASE_URL: `${MYSQL_URL.replace('//root@', '//nobody:bad@')}/x` }, /DATABASE_URL: the server refused the user or password/])
   }
   if (ENGINE === 'mysql') cases.push(['a database that does not exist', { DATABASE_URL: `${MYSQL_URL}/roster_no_such_database` }, /DATABASE_URL names a database that does not exist/])
-  // Three at a time: each start loads the whole app through tsx (about 2.5 s of CPU), and eleven at once on two cores
-  // took longer than a start may.
+  // Three at a time: eleven starts at once on two cores took longer than a start may.
   const results: Array<{ code: number | null; out: string }> = []
-  for (let i = 0; i < cases.length; i += 3) results.push(...await Promise.all(cases.slice(i, i + 3).map(([, env]) => run(['src/server.ts'], env))))
+  for (let i = 0; i < cases.length; i += 3) results.push(...await Promise.all(cases.slice(i, i + 3).map(([, env]) => run([entry], env))))
   for (const [i, [name, , message]] of cases.entries()) {
     const { code, out } = results[i]!
     t.equal(code, 1, `${name}: exit 1`)
@@ -58,8 +57,10 @@ t.test('a start that cannot succeed says in one line which setting to change, wi
   }
 })
 
+const seed = join(root, 'dist', 'scripts', 'seed.js')
+
 t.test('npm run db:seed -- --help prints its usage', async (t) => {
-  const [help, wrong] = await Promise.all([run(['scripts/seed.ts', '--help'], {}), run(['scripts/seed.ts', '--userz', '5'], {})])
+  const [help, wrong] = await Promise.all([run([seed, '--help'], {}), run([seed, '--userz', '5'], {})])
   t.equal(help.code, 0)
   t.match(help.out, /--users N/)
   t.equal(wrong.code, 2, 'an unknown option: exit 2')
