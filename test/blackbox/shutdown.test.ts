@@ -56,7 +56,7 @@ t.test('at info level the buffered access log is complete when the service stops
 
 t.test('batched log lines reach stdout however the process ends', async (t) => {
   const script = (ending: string) => [
-    `import { stdoutDestination } from ${JSON.stringify(join(root, 'src/logging/destination.ts'))}`,
+    `import { stdoutDestination } from ${JSON.stringify(join(root, 'dist/src/logging/destination.js'))}`,
     'const out = stdoutDestination()',
     'for (let i = 1; i <= 300; i++) out.write(`{"line":${i},"pad":"${"x".repeat(40)}"}\\n`)', // three batches and a part
     ending
@@ -68,7 +68,7 @@ t.test('batched log lines reach stdout however the process ends', async (t) => {
     'a late line after close()': 'out.close(); out.write(`{"line":301}\\n`)'
   }
   for (const [name, ending] of Object.entries(endings)) {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(ending)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script(ending)], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     await new Promise((resolve) => child.on('close', resolve))

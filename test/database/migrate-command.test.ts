@@ -1,26 +1,28 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
+import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { ENGINE, freshDatabase, tempDir } from '../helpers.js'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-const tsx = pathToFileURL(join(root, 'node_modules/tsx/dist/loader.mjs')).href
+// The built script, as npm test builds it: through tsx each run compiled the sources first.
+const script = join(root, 'dist', 'scripts', 'migrate.js')
 
 /**
  * Runs `npm run db:migrate`'s script as a process in `cwd`: its exit code, or null when it was still running at the
  * deadline (a connection left open keeps it alive) and was killed.
  */
 function migrate(cwd: string, env: Record<string, string | undefined>): Promise<{ code: number | null; out: string }> {
+  if (!existsSync(script)) throw new Error(`${script} is missing: npm test builds it (or run npm run build)`)
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--import', tsx, join(root, 'scripts/migrate.ts')], {
+    const child = spawn(process.execPath, [script], {
       cwd, env: { ...process.env, DATABASE_URL: undefined, ...env }, stdio: ['ignore', 'pipe', 'pipe']
     })
     let out = ''
     child.stdout.on('data', (d) => { out += d })
     child.stderr.on('data', (d) => { out += d })
-    // Loose, as tsx compiles the sources on each start; a migration here takes a few seconds.
+    // A migration here takes a few seconds.
     const timer = setTimeout(() => child.kill('SIGKILL'), 40_000)
     child.on('close', (code) => { clearTimeout(timer); resolve({ code, out }) })
   })
