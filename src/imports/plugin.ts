@@ -22,6 +22,8 @@ declare module 'fastify' {
 /** A record longer than this fails its line unread. */
 const MAX_LINE_BYTES = 1024 * 1024
 const CLEANUP_EVERY = 60
+/** Lines a batch applies in one transaction, on either engine. */
+const IMPORT_BATCH = 200
 
 /**
  * Imports: the service that receives files, and the background work that applies them, owned here from the moment
@@ -29,10 +31,9 @@ const CLEANUP_EVERY = 60
  * stops between two batches and gives the lease back, and a killed instance's lease runs out for another to take.
  */
 async function importWorker(app: FastifyInstance, options: Partial<ImportWorkerOptions>): Promise<void> {
-  // The embedded engine runs a batch without waiting on I/O, holding the event loop and a batch's garbage for its
-  // whole length: its batches are smaller, which keeps requests answered and the heap from growing with the file.
-  const batch = options.batch ?? (app.dialect === 'sqlite' ? 200 : 500)
-  const { pollMs, leaseMs } = { pollMs: 1000, leaseMs: app.config.IMPORT_LEASE_SECONDS * 1000, ...options }
+  // A batch's objects live across its round trips and outlast young-generation collections: a larger batch moved
+  // them to the old generation faster than full collections came, and the heap grew with the file.
+  const { pollMs, batch, leaseMs } = { pollMs: 1000, batch: IMPORT_BATCH, leaseMs: app.config.IMPORT_LEASE_SECONDS * 1000, ...options }
   const config = app.config
   const service = new ImportsService(app.db, {
     maxBytes: config.IMPORT_MAX_BYTES,
