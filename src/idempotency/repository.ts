@@ -1,8 +1,9 @@
 import type { Selectable } from 'kysely'
 import type { IdempotencyKeysTable } from '../../db/types.js'
 import { isUniqueViolation } from '../database/errors.js'
-import type { Db } from '../database/index.js'
+import type { Db, Trx } from '../database/index.js'
 import { deleteInBatches } from '../database/batches.js'
+import { inTransaction, locksRows } from '../database/transaction.js'
 
 export type KeyRow = Selectable<IdempotencyKeysTable>
 
@@ -36,18 +37,33 @@ export async function takeOver(db: Db, row: KeyRow, requestHash: string, now: nu
   return Number(result.numUpdatedRows) === 1
 }
 
-/** Keeps the first answer under its key. */
+/**
+ * Keeps the first answer under its key. An answer that presents a user is kept only while the user is there, its row
+ * locked: a deletion that committed first leaves nothing to keep (the key is freed), and one that comes after finds
+ * the answer by its user and drops it.
+ */
 export async function keepAnswer(
   db: Db, keyHash: string,
   answer: { status: number; contentType: string | null; location: string | null; etag: string | null; body: string; userId: number | null }
 ): Promise<void> {
-  await db.updateTable('idempotency_keys')
-    .set({ state: 'done', status: answer.status, content_type: answer.contentType, location: answer.location, etag: answer.etag, body: answer.body, user_id: answer.userId })
-    .where('key_hash', '=', keyHash).where('state', '=', 'running').execute()
+  const { userId } = answer
+  await inTransaction(db, async (trx) => {
+    if (userId !== null) {
+      let user = trx.selectFrom('users').select('id').where('id', '=', userId)
+      if (locksRows(trx)) user = user.forUpdate()
+      if (!(await user.executeTakeFirst())) {
+        await dropKey(trx, keyHash)
+        return
+      }
+    }
+    await trx.updateTable('idempotency_keys')
+      .set({ state: 'done', status: answer.status, content_type: answer.contentType, location: answer.location, etag: answer.etag, body: answer.body, user_id: userId })
+      .where('key_hash', '=', keyHash).where('state', '=', 'running').execute()
+  })
 }
 
 /** Frees a key whose request failed on the server's side (5xx): a retry runs again. */
-export async function dropKey(db: Db, keyHash: string): Promise<void> {
+export async function dropKey(db: Db | Trx, keyHash: string): Promise<void> {
   await db.deleteFrom('idempotency_keys').where('key_hash', '=', keyHash).where('state', '=', 'running').execute()
 }
 

@@ -106,6 +106,22 @@ t.test('twenty requests at once with one key: one creation; the others replay it
   t.equal(later.body, created[0]!.body)
 })
 
+t.test('an answer finished after its user\'s deletion committed is not kept: the key is freed', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app, { email: 'gone@example.com' })
+  const keys = app.idempotencyKeys
+  const [hash, seal] = [keys.keyHash(`u${user.id}`, 'late-1'), keys.seal(`u${user.id}`, 'late-1')]
+  t.same(await keys.begin(hash, keys.requestHash('PUT', `/users/${user.id}`, { name: 'Late' }), seal), { run: true })
+  // The request's own write committed; the deletion commits before its answer is kept.
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${user.id}`, headers: user.headers })).statusCode, 204)
+  await keys.finish(hash, seal, {
+    status: 200, contentType: 'application/json; charset=utf-8', location: null, etag: '"2"',
+    body: JSON.stringify({ id: user.id, href: `/users/${user.id}`, name: 'Late' })
+  })
+  t.same(await app.db.selectFrom('idempotency_keys').select('id').where('key_hash', '=', hash).execute(), [], 'nothing of the user is kept')
+  t.same(await keys.begin(hash, keys.requestHash('PUT', `/users/${user.id}`, { name: 'Late' }), seal), { run: true }, 'a retry runs again')
+})
+
 t.test('4xx answers are kept; keys are the caller\'s own; anonymous keys are the key alone', async (t) => {
   const app = await build(t, { env: { MAX_EMAILS_PER_USER: '1' } })
   const alice = await newUser(app)
