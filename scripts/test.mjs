@@ -92,8 +92,8 @@ const started = Date.now()
 /** Seconds since the run began, for each phase's heading: where a slow run's time went. */
 const at = () => `[${Math.round((Date.now() - started) / 1000)}s]`
 
-// The type check (tests and benchmarks included), the lint (zero warnings) and the build of dist/ for the black-box
-// leg (test/blackbox/, which runs the service as `npm start` does), side by side.
+// The type check (tests and benchmarks included), the lint (zero warnings) and the build of dist/ for the tests that
+// run the service and its scripts as processes (the black-box leg, the CLI, the start and migrate tests), side by side.
 console.log(`# ${at()} typecheck (tsc --noEmit), lint (eslint) and build (npm run build)`)
 const checks = await Promise.all([
   ['typecheck', run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], {})],
