@@ -47,18 +47,18 @@ export async function keepAnswer(
   answer: { status: number; contentType: string | null; location: string | null; etag: string | null; body: string; userId: number | null }
 ): Promise<void> {
   const { userId } = answer
+  const keep = (q: Db | Trx) => q.updateTable('idempotency_keys')
+    .set({ state: 'done', status: answer.status, content_type: answer.contentType, location: answer.location, etag: answer.etag, body: answer.body, user_id: userId })
+    .where('key_hash', '=', keyHash).where('state', '=', 'running').execute()
+  if (userId === null) {
+    await keep(db)
+    return
+  }
   await inTransaction(db, async (trx) => {
-    if (userId !== null) {
-      let user = trx.selectFrom('users').select('id').where('id', '=', userId)
-      if (locksRows(trx)) user = user.forUpdate()
-      if (!(await user.executeTakeFirst())) {
-        await dropKey(trx, keyHash)
-        return
-      }
-    }
-    await trx.updateTable('idempotency_keys')
-      .set({ state: 'done', status: answer.status, content_type: answer.contentType, location: answer.location, etag: answer.etag, body: answer.body, user_id: userId })
-      .where('key_hash', '=', keyHash).where('state', '=', 'running').execute()
+    let user = trx.selectFrom('users').select('id').where('id', '=', userId)
+    if (locksRows(trx)) user = user.forUpdate()
+    if (await user.executeTakeFirst()) await keep(trx)
+    else await dropKey(trx, keyHash)
   })
 }
 
