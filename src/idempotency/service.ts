@@ -62,16 +62,33 @@ function canonical(value: unknown): unknown {
   return value
 }
 
-/** A user's href (`/users/42`, or a path beneath it) in an answer's location or body. */
-const USER_HREF = /\/users\/(\d+)(?=["/\n]|$)/g
+/** A User's href, with or without the service's base: the whole of it, never a part of some other text. */
+const USER_HREF = /\/users\/(\d+)$/
+
+/** The hrefs a body gives its user by: a User's own (a sign-up), a login's `user`. Free text is never read. */
+function bodyHrefs(body: string): unknown[] {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(body)
+  } catch {
+    return []
+  }
+  if (typeof parsed !== 'object' || parsed === null) return []
+  const answer = parsed as { href?: unknown; user?: { href?: unknown } | null }
+  return [answer.href, typeof answer.user === 'object' ? answer.user?.href : undefined]
+}
 
 /**
- * The user an answer presents, by the hrefs it holds: null for none, undefined for several (no idempotent route
- * answers so; such an answer is not kept, since a deletion could not find it by one user).
+ * The user an answer presents: the route's own (`/users/{user_id}/…`), else the one its Location or its body's
+ * User names; null for none.
  */
-function presentedUser(answer: KeptAnswer): number | null | undefined {
-  const ids = new Set(Array.from(`${answer.location ?? ''}\n${answer.body}`.matchAll(USER_HREF), (m) => Number(m[1])))
-  return ids.size > 1 ? undefined : ids.values().next().value ?? null
+function presentedUser(answer: KeptAnswer, routeUser: number | null): number | null {
+  if (routeUser !== null) return routeUser
+  for (const href of [answer.location, ...bodyHrefs(answer.body)]) {
+    const match = typeof href === 'string' ? USER_HREF.exec(href) : null
+    if (match) return Number(match[1])
+  }
+  return null
 }
 
 /** Whether an answer of this status is kept for the retries of its key: a 2xx or a 4xx other than 429. */
@@ -124,12 +141,12 @@ export class IdempotencyKeys {
 
   /**
    * The request answered. Its answer is kept for retries, except a 5xx and a 429: those say "try again" (a 429 with
-   * its Retry-After), so they free the key and the retry they invite runs again.
+   * its Retry-After), so they free the key and the retry they invite runs again. `routeUser` is the `user_id` of the
+   * route's path, if it has one.
    */
-  async finish(keyHash: string, seal: AnswerSeal, answer: KeptAnswer): Promise<void> {
-    const userId = presentedUser(answer)
-    if (!isKept(answer.status) || userId === undefined) await dropKey(this.db, keyHash)
-    else await keepAnswer(this.db, keyHash, { ...answer, body: seal.seal(answer.body), userId })
+  async finish(keyHash: string, seal: AnswerSeal, answer: KeptAnswer, routeUser: number | null = null): Promise<void> {
+    if (!isKept(answer.status)) await dropKey(this.db, keyHash)
+    else await keepAnswer(this.db, keyHash, { ...answer, body: seal.seal(answer.body), userId: presentedUser(answer, routeUser) })
   }
 
   /** Deletes the keys whose answers have expired, `batch` a statement; how many. */

@@ -44,6 +44,12 @@ export function idempotencyStep(keys: IdempotencyKeys): (route: RouteOptions) =>
   }
 }
 
+/** The `user_id` of a route's path, validated by its schema: the user its answer is about. */
+const routeUser = (params: unknown): number | null => {
+  const id = (params as { user_id?: unknown } | undefined)?.user_id
+  return typeof id === 'number' ? id : null
+}
+
 /** Keeps the answer of a request that took a key (onSend: the body as sent), before it goes out. */
 export function idempotencyRecordStep(keys: IdempotencyKeys): (route: RouteOptions) => onSendAsyncHookHandler | undefined {
   return (route) => {
@@ -59,7 +65,7 @@ export function idempotencyRecordStep(keys: IdempotencyKeys): (route: RouteOptio
           location: header(reply, 'location'),
           etag: header(reply, 'etag'),
           body: typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : ''
-        })
+        }, routeUser(request.params))
       } catch (err) {
         // The answer still goes out; a retry within the abandonment delay gets 409, after it runs again.
         request.log.warn({ err }, 'idempotency: the answer could not be kept')

@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { App } from '../../src/app.js'
-import { assertProblem, build, newUser } from '../helpers.js'
+import { adminUser, assertProblem, build, newUser } from '../helpers.js'
 
 const signUp = (app: App, key: string | undefined, email: string, extra: { remoteAddress?: string; name?: string } = {}) =>
   app.inject({
@@ -55,7 +55,7 @@ t.test('kept answers are sealed: a login replayed gives its tokens again, the ta
 })
 
 t.test('a deletion drops the kept answers that present its user: a retry after it is not a replay', async (t) => {
-  const app = await build(t)
+  const app = await build(t, { env: { VERIFICATION_RESEND_SECONDS: '1' } })
   const user = await newUser(app, { email: 'leaving@example.com' })
   const other = await newUser(app, { email: 'staying@example.com' })
   const login = (email: string, password: string) => app.inject({
@@ -67,8 +67,13 @@ t.test('a deletion drops the kept answers that present its user: a retry after i
     method: 'POST', url: `/users/${user.id}/emails`, headers: { ...user.headers, 'idempotency-key': 'add-1' }, payload: { address: 'second@example.com' }
   })
   t.equal(added.statusCode, 201)
+  await new Promise((resolve) => setTimeout(resolve, 1100)) // VERIFICATION_RESEND_SECONDS since the address was added
+  const sent = await app.inject({
+    method: 'POST', url: `/users/${user.id}/emails/${added.json<{ id: number }>().id}/verification`, headers: { ...user.headers, 'idempotency-key': 'send-1' }
+  })
+  t.equal(sent.statusCode, 202, 'an answer that names the user only by an address of it')
   const kept = await app.db.selectFrom('idempotency_keys').select('user_id').orderBy('id').execute()
-  t.same(kept.map((k) => k.user_id), [user.id, other.id, user.id], 'each kept answer names the user it presents')
+  t.same(kept.map((k) => k.user_id), [user.id, other.id, user.id, user.id], 'each kept answer names the user it presents')
 
   t.equal((await app.inject({ method: 'DELETE', url: `/users/${user.id}`, headers: user.headers })).statusCode, 204)
   const left = await app.db.selectFrom('idempotency_keys').select('user_id').execute()
@@ -120,6 +125,24 @@ t.test('an answer finished after its user\'s deletion committed is not kept: the
   })
   t.same(await app.db.selectFrom('idempotency_keys').select('id').where('key_hash', '=', hash).execute(), [], 'nothing of the user is kept')
   t.same(await keys.begin(hash, keys.requestHash('PUT', `/users/${user.id}`, { name: 'Late' }), seal), { run: true }, 'a retry runs again')
+})
+
+t.test('text a client wrote is never taken for the user an answer presents', async (t) => {
+  // A public address for the webhook's host, without a DNS server.
+  const app = await build(t, { webhooks: { resolve: async () => [{ address: '93.184.216.34', family: 4 }] } })
+  const admin = await adminUser(app)
+  const user = await newUser(app, { email: 'named@example.com' })
+  const hook = () => app.inject({
+    method: 'POST', url: '/webhooks', headers: { ...admin.headers, 'idempotency-key': 'hook-1' },
+    payload: { url: `https://hooks.example/users/${user.id}`, events: ['user.*'], enabled: false, description: `/users/${user.id}` }
+  })
+  const first = await hook()
+  t.equal(first.statusCode, 201, first.body)
+  t.same((await app.db.selectFrom('idempotency_keys').select('user_id').execute()).map((k) => k.user_id), [null], 'the webhook\'s answer presents nobody')
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${user.id}`, headers: admin.headers })).statusCode, 204)
+  const again = await hook()
+  t.equal(again.headers['idempotent-replayed'], 'true', 'the user\'s deletion leaves it kept: the retry is a replay')
+  t.equal(again.body, first.body, 'and creates no second webhook')
 })
 
 t.test('4xx answers are kept; keys are the caller\'s own; anonymous keys are the key alone', async (t) => {
