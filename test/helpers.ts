@@ -3,11 +3,13 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Migrator } from 'kysely'
 import type { Test } from 'tap'
 import { createConnection, type Connection, type RowDataPacket } from 'mysql2/promise'
+import { migrationProvider } from '../db/migrations/index.js'
 import { buildApp, type App } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
-import { createDatabase } from '../src/database/index.js'
+import { createDatabase, type Db } from '../src/database/index.js'
 import type { MailOptions } from '../src/mail/kind.js'
 import type { DelivererOptions } from '../src/outbox/deliverer.js'
 import type { SequencerOptions } from '../src/events/sequencer.js'
@@ -85,6 +87,21 @@ export async function freshDatabase(): Promise<{ url: string; drop: () => Promis
       await conn.end()
     }
   }
+}
+
+/**
+ * A fresh database with no app on it, for a test of one migration: `migrateTo(name)` moves it up or down to `name`
+ * and asserts that the step went through.
+ */
+export async function migratingDatabase(t: Test): Promise<{ db: Db; migrateTo: (name: string) => Promise<void> }> {
+  const { url, drop } = await freshDatabase()
+  const { db } = createDatabase({ url })
+  t.teardown(async () => {
+    await db.destroy()
+    await drop()
+  })
+  const migrator = new Migrator({ db, provider: migrationProvider })
+  return { db, migrateTo: async (name) => { t.equal((await migrator.migrateTo(name)).error, undefined, `migrated to ${name}`) } }
 }
 
 /**

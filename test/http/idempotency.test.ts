@@ -1,9 +1,7 @@
-import { Migrator, sql } from 'kysely'
+import { sql } from 'kysely'
 import t from 'tap'
-import { migrationProvider } from '../../db/migrations/index.js'
 import type { App } from '../../src/app.js'
-import { createDatabase } from '../../src/database/index.js'
-import { adminUser, assertProblem, build, freshDatabase, newUser } from '../helpers.js'
+import { adminUser, assertProblem, build, migratingDatabase, newUser } from '../helpers.js'
 
 const signUp = (app: App, key: string | undefined, email: string, extra: { remoteAddress?: string; name?: string } = {}) =>
   app.inject({
@@ -231,21 +229,14 @@ t.test('expired keys are purged in the background, every PURGE_INTERVAL_SECONDS,
 })
 
 t.test('the migration gives the answers kept before it the user their Location names', async (t) => {
-  const { url, drop } = await freshDatabase()
-  const { db } = createDatabase({ url })
-  t.teardown(async () => {
-    await db.destroy()
-    await drop()
-  })
-  const migrator = new Migrator({ db, provider: migrationProvider })
-  const ran = async (step: Promise<{ error?: unknown }>) => t.equal((await step).error, undefined)
-  await ran(migrator.migrateTo('0016_privacy'))
+  const { db, migrateTo } = await migratingDatabase(t)
+  await migrateTo('0016_privacy')
   const now = Date.now()
   for (const [key, location] of [['a', '/users/7'], ['b', 'https://roster.example/users/8/emails/3'], ['c', null], ['d', '/webhooks/2']] as const) {
     await sql`insert into idempotency_keys (key_hash, request_hash, state, status, content_type, location, etag, body, created_at, expires_at)
       values (${key}, 'r', 'done', 201, 'application/json', ${location}, null, 'sealed', ${now}, ${now + 60_000})`.execute(db)
   }
-  await ran(migrator.migrateTo('0017_idempotency_user'))
+  await migrateTo('0017_idempotency_user')
   const rows = await sql<{ key_hash: string; user_id: number | null }>`select key_hash, user_id from idempotency_keys order by key_hash`.execute(db)
   t.same(rows.rows.map((r) => [r.key_hash, r.user_id === null ? null : Number(r.user_id)]), [['a', 7], ['b', 8], ['c', null], ['d', null]])
 })

@@ -1,10 +1,8 @@
-import { Migrator, sql } from 'kysely'
+import { sql } from 'kysely'
 import t from 'tap'
-import { migrationProvider } from '../../db/migrations/index.js'
 import type { App } from '../../src/app.js'
-import { createDatabase } from '../../src/database/index.js'
 import type { Resolved } from '../../src/webhooks/destination.js'
-import { adminUser, assertProblem, build, freePort, freshDatabase, newUser, sharedDatabase, type BuildOptions, type TestUser } from '../helpers.js'
+import { adminUser, assertProblem, build, freePort, migratingDatabase, newUser, sharedDatabase, type BuildOptions, type TestUser } from '../helpers.js'
 import { TestSmtp } from '../mail/smtp.js'
 import { Receiver, until } from './receiver.js'
 
@@ -318,28 +316,21 @@ t.test('a failed exchange is recorded without the address the name resolved to',
 })
 
 t.test('the migration moves each webhook\'s secrets to rows of their own, the former one only while it still signs', async (t) => {
-  const { url, drop } = await freshDatabase()
-  const { db } = createDatabase({ url })
-  t.teardown(async () => {
-    await db.destroy()
-    await drop()
-  })
-  const migrator = new Migrator({ db, provider: migrationProvider })
-  const ran = async (step: Promise<{ error?: unknown }>) => t.equal((await step).error, undefined)
-  await ran(migrator.migrateTo('0010_expiry_indexes'))
+  const { db, migrateTo } = await migratingDatabase(t)
+  await migrateTo('0010_expiry_indexes')
   const now = Date.now()
   for (const [previous, until] of [['whsec_former', now + 60_000], ['whsec_over', now - 1], [null, null]] as const) {
     await sql`insert into webhooks (url, events, enabled, description, secret, previous_secret, previous_secret_until, created_at, updated_at)
       values ('https://93.184.216.34/', '["user.*"]', 1, '', ${`whsec_current_${String(previous)}`}, ${previous}, ${until}, ${now}, ${now})`.execute(db)
   }
-  await ran(migrator.migrateTo('0011_webhook_secrets'))
+  await migrateTo('0011_webhook_secrets')
   const rows = await db.selectFrom('webhook_secrets').select(['webhook_id', 'secret', 'expires_at']).orderBy('webhook_id').orderBy('id').execute()
   t.same(rows.map((r) => [r.webhook_id, r.secret, r.expires_at]), [
     [1, 'whsec_former', now + 60_000], [1, 'whsec_current_whsec_former', null],
     [2, 'whsec_current_whsec_over', null],
     [3, 'whsec_current_null', null]
   ])
-  await ran(migrator.migrateTo('0010_expiry_indexes'))
+  await migrateTo('0010_expiry_indexes')
   const back = await sql<{ secret: string; previous_secret: string | null }>`select secret, previous_secret from webhooks order by id`.execute(db)
   t.same(back.rows.map((r) => [r.secret, r.previous_secret]), [
     ['whsec_current_whsec_former', 'whsec_former'], ['whsec_current_whsec_over', null], ['whsec_current_null', null]
