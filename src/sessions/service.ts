@@ -111,8 +111,9 @@ export class SessionsService {
       if (current.user.status === 'BANNED' && await liftEndedBan(trx, found.id, now, cause.base)) current = await lockForSession(trx, found.id)
       if (!current) return wrongCredentials()
       const user = credentialsOf(current.user)
+      // Thrown, not returned: a refused sign-in undoes what its check wrote (a lifted ban).
       const refused = admit(user)
-      if (refused) return refused
+      if (refused) throw refused
       if (rehashed !== undefined) await replacePasswordHash(trx, found.id, found.password_hash, rehashed)
       return this.startSession(trx, user, current.sessions, client, now, cause)
     })
@@ -135,7 +136,8 @@ export class SessionsService {
     const attempt = await this.guard.attempt(target ? `u${target.user_id}` : `e${foldedKey(email)}`, client.address)
     const guess = await this.codes.reserve(email, 'signin')
     if (!target) return failedCode(started, wrongCredentials())
-    const outcome = await guess.checking(() => inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | { banned: number | null } | DomainError> => {
+    let refusal: DomainError | undefined
+    const outcome = await guess.checking(() => inTransaction(this.db, async (trx): Promise<Issued | 'wrong' | { banned: number | null }> => {
       const now = Date.now()
       let current = await lockForSession(trx, target.user_id)
       if (!current) return 'wrong'
@@ -143,17 +145,21 @@ export class SessionsService {
       if (bannedAt(current.user, now)) return { banned: current.user.banned_until }
       if (current.user.status === 'BANNED' && await liftEndedBan(trx, target.user_id, now, cause.base)) current = await lockForSession(trx, target.user_id)
       if (!current) return 'wrong'
-      const refused = admit(credentialsOf(current.user))
-      if (refused) return refused
+      // Thrown, not returned: a refused sign-in undoes what its check wrote (the spent code, a lifted ban).
+      refusal = admit(credentialsOf(current.user))
+      if (refusal) throw refusal
       await deleteEmailTokens(trx, target.id, 'signin')
       // Reading the code proved the address (read again under the lock: a token may have verified it meanwhile).
       await verifyAddress(trx, target.user_id, target.id, now, asActor(cause, { type: 'user', id: target.user_id }))
       return this.startSession(trx, credentialsOf(current.user), current.sessions, client, now, cause)
-    }))
+    })).catch(async (err: unknown) => {
+      // The code was right: the refusal is no failed attempt (checking gave the guess back).
+      if (err === refusal) await attempt.succeeded()
+      throw err
+    })
     if (outcome === 'wrong') return failedCode(started, wrongCredentials())
     await attempt.succeeded()
     await guess.succeeded()
-    if (outcome instanceof DomainError) throw outcome
     if ('banned' in outcome) throw banned({ banned_until: outcome.banned })
     return outcome
   }

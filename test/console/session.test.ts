@@ -135,3 +135,29 @@ t.test('an admin signs in to the console by a code mailed to its address', async
   const created = await app.db.selectFrom('events').select('type').where('user_id', '=', user.id).where('type', '=', 'session.created').execute()
   t.equal(created.length, 1, 'nor a session: the one it had is its only one')
 })
+
+t.test('a refused sign-in changes nothing: the code stays live, an ended ban waits for its job, no failure counts', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { mail: { pollMs: 50 }, bans: { everyMs: 60_000 }, env: { SMTP_URL: smtp.url, LOGIN_MAX_FAILURES: '2' } })
+  const admin = await adminUser(app)
+  const user = await newUser(app)
+  t.equal((await app.inject({ method: 'POST', url: '/auth/email-codes', payload: { email: user.email } })).statusCode, 202)
+  const code = codeIn(await smtp.waitFor(user.email, 2))
+  const ban = await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload: { status: 'BANNED', until: new Date(Date.now() + 300).toISOString() } })
+  t.equal(ban.statusCode, 200, ban.body)
+  await new Promise((resolve) => setTimeout(resolve, 400))
+
+  for (let i = 0; i < 3; i++) {
+    assertProblem(t, await signIn(app, { email: user.email, code }), 401, 'FORBIDDEN', `refused by code (${i + 1})`)
+    assertProblem(t, await signIn(app, { email: user.email, password: user.password }), 401, 'FORBIDDEN', `refused by password (${i + 1})`)
+  }
+  const row = await app.db.selectFrom('users').select('status').where('id', '=', user.id).executeTakeFirstOrThrow()
+  t.equal(row.status, 'BANNED', 'the ended ban was not lifted by a refused sign-in')
+  const changes = await app.db.selectFrom('events').select('type').where('user_id', '=', user.id).where('type', '=', 'user.status_changed').execute()
+  t.equal(changes.length, 1, 'the ban\'s own event alone')
+
+  const byCode = await app.inject({ method: 'POST', url: '/auth/tokens', payload: { grant_type: 'email_code', email: user.email, code } })
+  t.equal(byCode.statusCode, 201, `the code still signs in through the API, and the refusals were no failed attempts: ${byCode.body}`)
+  const lifted = await app.db.selectFrom('users').select('status').where('id', '=', user.id).executeTakeFirstOrThrow()
+  t.equal(lifted.status, 'ACTIVE', 'that sign-in lifted the ban')
+})
