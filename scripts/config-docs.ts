@@ -1,10 +1,12 @@
 // npm run docs:config: writes docs/CONFIGURATION.md, the settings reference, from schemas/config.ts. A test fails
 // when the committed file differs from what this writes, so edit the schema's descriptions and run it again.
 import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { Config } from '../schemas/config.js'
+import { PROJECT_DIR } from '../src/common/project.js'
 
-export const CONFIGURATION_FILE = fileURLToPath(new URL('../docs/CONFIGURATION.md', import.meta.url))
+export const CONFIGURATION_FILE = join(PROJECT_DIR, 'docs', 'CONFIGURATION.md')
 
 interface Setting {
   type?: string

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The test command: typecheck, lint and build side by side, then the whole tap suite on the embedded SQLite and on
+// The test command: lint, and the build of everything (the type check), side by side, then the whole tap suite on the embedded SQLite and on
 // MySQL/MariaDB, the two legs side by side (each runs its files two at a time; much of a leg's time is spent waiting
 // on deadlines and child processes, which the other leg's files fill), then, alone, the timing measurements on each
 // engine, the SDK matrix on each engine and the browser test of /docs on SQLite.
@@ -92,13 +92,12 @@ const started = Date.now()
 /** Seconds since the run began, for each phase's heading: where a slow run's time went. */
 const at = () => `[${Math.round((Date.now() - started) / 1000)}s]`
 
-// The type check (tests and benchmarks included), the lint (zero warnings) and the build of dist/ for the tests that
-// run the service and its scripts as processes (the black-box leg, the CLI, the start and migrate tests), side by side.
-console.log(`# ${at()} typecheck (tsc --noEmit), lint (eslint) and build (npm run build)`)
+// The lint (zero warnings), and the build of dist/ with the tests and benchmarks, which is the type check: tap runs the
+// compiled tests, and the tests that start the service and its scripts as processes run what `npm start` runs.
+console.log(`# ${at()} lint (eslint), and typecheck and build (tsc -p tsconfig.json into dist/)`)
 const checks = await Promise.all([
-  ['typecheck', run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], {})],
   ['lint', run('npx', ['--no-install', 'eslint', '--max-warnings', '0', '.'], {})],
-  ['build', run(process.execPath, ['scripts/build-if-stale.mjs', '--always'], {})]
+  ['typecheck and build', run(process.execPath, ['scripts/build-if-stale.mjs', '--always', '--tests'], {})]
 ].map(async ([name, done]) => [name, await done]))
 for (const [name, result] of checks) {
   if (result.code !== 0) { console.log(`# ${name} failed`); totals.failed++; exitCode = 1 } else totals.passed++
@@ -151,6 +150,8 @@ const browserFiles = named(testsIn(BROWSER))
 const filesOf = (path) => existsSync(path) && statSync(path).isDirectory() ? testsIn(path) : [path]
 /** The named files the legs run: not those run alone or in the browser (named files are never excluded by tap). */
 const forLegs = positional.flatMap(filesOf).filter((file) => ![TIMING, BROWSER, SDK].some((path) => within(file, path)))
+/** Where the build puts a test file or folder: tap runs the compiled tests. */
+const built = (path) => `dist/${path.replace(/\.ts$/, '.js')}`
 const legsToo = positional.length === 0 || forLegs.length > 0
 
 async function runLeg(leg, args, label) {
@@ -162,15 +163,16 @@ async function runLeg(leg, args, label) {
 }
 
 // tap builds its test class (its plugins) on first use, into node_modules: once, before two legs could race for it.
-const built = await run('npx', ['--no-install', 'tap', 'build'], {})
-if (built.code !== 0) { console.log('# tap build failed'); totals.failed++; exitCode = 1 }
+const tapBuilt = await run('npx', ['--no-install', 'tap', 'build'], {})
+if (tapBuilt.code !== 0) { console.log('# tap build failed'); totals.failed++; exitCode = 1 }
 
 const runs = []
 const labels = []
 if (legsToo) {
   console.log(`\n# ===== ${at()} suite on ${legs.map((leg) => leg.name).join(' and ')} =====`)
   runs.push(...await Promise.all(legs.map((leg) => runLeg(leg, [
-    `--exclude=${TIMING}/**`, `--exclude=${BROWSER}/**`, `--exclude=${SDK}`, '--exclude=**/fixtures/**', ...options, ...forLegs
+    `--exclude=${built(TIMING)}/**`, `--exclude=${built(BROWSER)}/**`, `--exclude=${built(SDK)}`, '--exclude=**/fixtures/**', ...options,
+    ...forLegs.map(built)
   ], leg.name))))
   labels.push(...legs.map((leg) => leg.name))
 }
@@ -178,13 +180,13 @@ if (alone.length > 0) {
   console.log(`\n# ===== ${at()} ${alone.join(', ')}: alone, one file at a time, on ${legs.map((leg) => leg.name).join(' then ')} =====`)
   for (const leg of legs) {
     labels.push(`${leg.name}-alone`)
-    runs.push(await runLeg(leg, ['--jobs=1', ...alone], `${leg.name}-alone`))
+    runs.push(await runLeg(leg, ['--jobs=1', ...alone.map(built)], `${leg.name}-alone`))
   }
 }
 if (browserFiles.length > 0) {
   console.log(`\n# ===== ${at()} ${BROWSER}, alone, on ${legs[0].name} =====`)
   labels.push('browser')
-  runs.push(await runLeg(legs[0], browserFiles, 'browser'))
+  runs.push(await runLeg(legs[0], browserFiles.map(built), 'browser'))
 }
 labels.forEach((label, i) => {
   const res = runs[i]

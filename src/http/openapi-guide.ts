@@ -1,18 +1,14 @@
 import { readFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
+import { PROJECT_DIR } from '../common/project.js'
 
-/** The service's own version (package.json), found upwards from this module in sources and in the build alike. */
+/** The service's own version (package.json), in sources and in the build alike. */
 export function serviceVersion(): string {
-  let dir = dirname(fileURLToPath(import.meta.url))
-  for (let i = 0; i < 6; i++) {
-    try {
-      const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string }
-      if (pkg.name === 'roster' && pkg.version) return pkg.version
-    } catch {
-      // not here: one level up
-    }
-    dir = dirname(dir)
+  try {
+    const pkg = JSON.parse(readFileSync(join(PROJECT_DIR, 'package.json'), 'utf8')) as { name?: string; version?: string }
+    if (pkg.name === 'roster' && pkg.version) return pkg.version
+  } catch {
+    // no package.json beside the code (an image that left it out)
   }
   return '0.0.0'
 }

@@ -1,12 +1,16 @@
 import t from 'tap'
 import type * as Secrets from '../../src/accounts/secrets.js'
 
+// As URLs: tap resolves a relative path from the caller's source-mapped file, which is not the compiled one that runs.
+const SECRETS = new URL('../../src/accounts/secrets.js', import.meta.url).href
+const PASSWORD_HASHES = new URL('../../src/accounts/password-hashes.js', import.meta.url).href
+
 t.test('an unknown address is verified against a dummy hash, as a known one is against its own', async (t) => {
   const verified: string[] = []
-  const secrets = await t.mockImport<typeof Secrets>('../../src/accounts/secrets.js', {
+  const secrets = await t.mockImport<typeof Secrets>(SECRETS, {
     '@node-rs/argon2': { hash: async () => '$dummy-hash' },
     // Every stored form is checked there, argon2id among them.
-    '../../src/accounts/password-hashes.ts': {
+    [PASSWORD_HASHES]: {
       isNativeHash: () => true,
       verifyPasswordHash: async (stored: string, password: string) => {
         verified.push(stored)
@@ -31,10 +35,10 @@ t.test('hashes run one a core at once, the rest waiting their turn, and every on
     running--
     return value
   }
-  const secrets = await t.mockImport<typeof Secrets>('../../src/accounts/secrets.js', {
+  const secrets = await t.mockImport<typeof Secrets>(SECRETS, {
     'node:os': { availableParallelism: () => 2 },
     '@node-rs/argon2': { hash: (password: string) => held(`$hash-of-${password}`) },
-    '../../src/accounts/password-hashes.ts': {
+    [PASSWORD_HASHES]: {
       isNativeHash: () => true,
       verifyPasswordHash: (stored: string, password: string) => held(stored === `$hash-of-${password}`)
     }

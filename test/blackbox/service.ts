@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import net from 'node:net'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import type { Test } from 'tap'
 import { ADMIN, ENGINE, freePort, sharedDatabase } from '../helpers.js'
+import { PROJECT_DIR } from '../../src/common/project.js'
 
-export const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
+export const root = PROJECT_DIR
 export const entry = join(root, 'dist', 'src', 'server.js')
 
 /**

@@ -1,14 +1,12 @@
 import { spawn } from 'node:child_process'
 import { closeSync, existsSync, openSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 import type { App } from '../../src/app.js'
 import { adminUser, build, sharedDatabase, type TestUser } from '../helpers.js'
+import { PROJECT_DIR as ROOT } from '../../src/common/project.js'
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-// The built CLI, as npm test builds it: a run through tsx compiles the sources first, which on a loaded host took
-// most of this suite's time.
+// The built CLI: a process that compiles nothing first.
 const CLI = join(ROOT, 'dist', 'scripts', 'roster.js')
 
 export interface Run { code: number | null; stdout: string; stderr: string }

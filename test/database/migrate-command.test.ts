@@ -1,12 +1,11 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import t from 'tap'
 import { ENGINE, freshDatabase, tempDir } from '../helpers.js'
+import { PROJECT_DIR as root } from '../../src/common/project.js'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
-// The built script, as npm test builds it: through tsx each run compiled the sources first.
+// The built script: a process that compiles nothing first.
 const script = join(root, 'dist', 'scripts', 'migrate.js')
 
 /**

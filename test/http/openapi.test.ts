@@ -1,14 +1,14 @@
 import { execFile } from 'node:child_process'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import openapiTS, { astToString } from 'openapi-typescript'
 import t from 'tap'
 import { assertProblem, build } from '../helpers.js'
+import { PROJECT_DIR as root } from '../../src/common/project.js'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const
 type Obj = Record<string, any>
 
@@ -261,9 +261,8 @@ t.test('a client generated from the document drives the live service, strictly t
   t.equal(tsc.code, 0, `the client compiles strictly:\n${tsc.output}`)
 
   const address = await app.listen({ port: 0, host: '127.0.0.1' })
-  // Imported by a computed name: the client is compiled by its own strict tsconfig above, not by the suite's.
-  const clientModule = '../client/flow.js'
-  const { flow } = await import(clientModule) as { flow: (baseUrl: string) => Promise<FlowResult> }
+  // What its own strict tsconfig compiled above, into test/client/out/: not part of the suite's build.
+  const { flow } = await import(pathToFileURL(join(dir, 'out', 'flow.js')).href) as { flow: (baseUrl: string) => Promise<FlowResult> }
   const result = await flow(address)
   t.equal(result.created.name, 'Sdk User')
   t.equal(result.me.id, result.created.id)

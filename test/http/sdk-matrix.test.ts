@@ -1,19 +1,18 @@
 import { execFile } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
 import { promisify } from 'node:util'
 import t, { type Test } from 'tap'
 import { adminUser, build, newUser } from '../helpers.js'
 import { Receiver, until } from '../webhooks/receiver.js'
 import type { FlowResult } from '../sdk/flows/result.js'
+import { PROJECT_DIR as root } from '../../src/common/project.js'
 
 // Five TypeScript SDK generators that SDK teams use, each generating from a served document (one from its 3.0.3 form), compiled strictly
 // with a flow written as an SDK user writes it, and the flow run against the service; then Redocly's and
 // Spectral's recommended rule sets. The generators live in test/sdk, a package of their own (so that a newcomer's
 // `npm install` stays lean), installed on first use.
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const sdk = join(root, 'test/sdk')
 const out = join(sdk, 'out')
 const bin = (name: string) => join(sdk, 'node_modules/.bin', name)
