@@ -68,14 +68,45 @@ const SCIM_USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:user:'
 /** Parses a filter's text; INVALID_FILTER naming the offending part when it is not one. */
 export function parseFilter(text: string): FilterNode {
   if (text.length > MAX_LENGTH) throw invalidFilter(`The filter is longer than ${MAX_LENGTH} characters`)
+  // The parser reads a string's backslashes as themselves (but before a quote): each string is read here, as the
+  // JSON string RFC 7644 makes it, and the parser is given a stand-in for it.
+  const strings: string[] = []
+  const standIns = text.replace(JSON_STRING, (literal) => {
+    try {
+      strings.push(JSON.parse(literal) as string)
+    } catch {
+      throw invalidFilter(`The filter's string ${literal} is not a JSON string`)
+    }
+    return `"${strings.length - 1}"`
+  })
   let node: Filter
   try {
-    node = parse(text)
+    node = parse(standIns)
   } catch (err) {
     throw invalidFilter(`The filter is malformed: ${(err as Error).message.replace(/\s+/g, ' ').trim()}`)
   }
   if (terms(node) > MAX_TERMS) throw invalidFilter(`The filter has more than ${MAX_TERMS} comparisons`)
-  return node
+  return withStrings(node, strings)
+}
+
+/** A quoted string, its escapes whatever follows a backslash (JSON.parse then tells whether they are JSON's). */
+const JSON_STRING = /"(?:[^"\\]|\\.)*"/g
+
+/** The tree with each string's stand-in replaced by the string. */
+function withStrings(node: Filter, strings: string[]): Filter {
+  switch (node.op) {
+    case 'and':
+    case 'or':
+      return { ...node, filters: node.filters.map((f) => withStrings(f, strings)) }
+    case 'not':
+      return { ...node, filter: withStrings(node.filter, strings) }
+    case '[]':
+      return { ...node, valFilter: withStrings(node.valFilter, strings) }
+    case 'pr':
+      return node
+    default:
+      return typeof node.compValue === 'string' ? { ...node, compValue: strings[Number(node.compValue)]! } : node
+  }
 }
 
 function terms(node: Filter): number {
@@ -155,6 +186,7 @@ function metadata(node: Compare | { op: 'pr'; attrPath: string }, part: 'public'
   }
   if (typeof v === 'number') {
     if (node.op === 'co' || node.op === 'sw' || node.op === 'ew') throw invalidFilter(`The filter compares the number ${node.attrPath} with ${node.op}`)
+    if (!Number.isFinite(v)) throw invalidFilter(`The filter compares ${node.attrPath} with a number past what a double holds`)
     const number = mysql ? sql`(${value} + 0)` : value
     return exists(sql`${oneOf(types.number)} and ${number} ${sql.raw(OPERATORS[node.op])} ${v}`)
   }

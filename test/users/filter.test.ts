@@ -16,6 +16,24 @@ async function selected(app: App, who: TestUser, filter: string, extra = ''): Pr
   return out
 }
 
+t.test('a filter\'s strings are JSON strings: a backslash, one at the end, \\u escapes; a bad escape is refused', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  await newUser(app, { name: 'Back\\Slash\\', email: 'slash@example.com' })
+  await newUser(app, { name: 'Plain', email: 'plain@example.com' })
+  const cases: Array<[string, string[]]> = [
+    ['name eq "back\\\\slash\\\\"', ['slash@example.com']],
+    ['name ew "\\\\"', ['slash@example.com']],
+    ['name co "\\\\s"', ['slash@example.com']],
+    ['name sw "\\u0062ack"', ['slash@example.com']],
+    ['name eq "pla\\u0069n" or name ew "h\\\\"', ['slash@example.com', 'plain@example.com']]
+  ]
+  for (const [filter, want] of cases) t.same(await selected(app, admin, filter), want, filter)
+  for (const filter of ['name eq "\\x"', 'name eq "\\u12"']) {
+    assertProblem(t, await app.inject({ url: `/users?filter=${encodeURIComponent(filter)}`, headers: admin.headers }), 400, 'INVALID_FILTER', filter)
+  }
+})
+
 t.test('the filter language over GET /users: every operator, precedence, escapes', async (t) => {
   const app = await build(t)
   const admin = await adminUser(app)
@@ -66,6 +84,8 @@ t.test('the filter language over GET /users: every operator, precedence, escapes
     ['password eq "x"', /password/],
     ['metadata.unknown.plan eq "x"', /metadata\.unknown\.plan/],
     [`metadata.public.${'k'.repeat(65)} eq "x"`, /metadata\.public\.k/],
+    ['metadata.public.n eq 1e400', /past what a double holds/],
+    ['metadata.public.n gt -1e400', /past what a double holds/],
     ['status eq "GONE"', /ACTIVE, BANNED/],
     ['status co "ACT"', /only eq and ne/],
     ['created_at gt "yesterday"', /RFC 3339/],
