@@ -69,7 +69,7 @@ const Bool = Type.Union([Type.Boolean(), Type.Literal('true'), Type.Literal('fal
 export const ImportQuery = Type.Object(
   {
     format: Type.Optional(stringEnum(IMPORT_FORMATS, { description: 'roster (the default), auth0 or firebase' })),
-    dry_run: Type.Optional(Type.Boolean({ default: false, description: 'true: every line is checked and counted, and nothing is changed' })),
+    dry_run: Type.Optional(Type.Boolean({ description: 'true: every line is checked and counted, and nothing is changed (false by default)' })),
     on_conflict: Type.Optional(stringEnum(IMPORT_CONFLICTS, { description: 'skip (the default) or update' })),
     firebase_signer_key: Type.Optional(Type.String({ maxLength: 200, description: 'Firebase: the project\'s base64_signer_key' })),
     firebase_salt_separator: Type.Optional(Type.String({ maxLength: 100, description: 'Firebase: base64_salt_separator' })),

@@ -2,7 +2,8 @@ import { setImmediate as yieldToRequests } from 'node:timers/promises'
 import type { Updateable } from 'kysely'
 import type { ImportConflict, ImportFormat, UsersTable } from '../../db/types.js'
 import type { ImportLineError } from '../../schemas/import.js'
-import type { EventType } from '../../schemas/event.js'
+import type { Actor, EventType } from '../../schemas/event.js'
+import type { UserStatus } from '../../schemas/user.js'
 import { heldByRevert } from '../accounts/address-tokens.js'
 import { claimingStale, insertEmail, verifyAddress } from '../accounts/addresses.js'
 import { changeMetadata } from '../accounts/metadata.js'
@@ -10,7 +11,7 @@ import { presentEmail, presentUser } from '../accounts/present.js'
 import { insertUser } from '../accounts/removal.js'
 import { NO_PASSWORD } from '../accounts/secrets.js'
 import { endSessions } from '../accounts/sessions.js'
-import { lockUserRow, NO_BAN, touchUser, updateUserRow, type UserRow } from '../accounts/users.js'
+import { lockUserRow, NO_BAN, touchUser, updateUserRow, type BanColumns, type UserRow } from '../accounts/users.js'
 import { DomainError, EmailTaken, importNotFound, PayloadTooLarge } from '../common/errors.js'
 import { foldedKey, storedNameKey } from '../common/text.js'
 import { isUniqueViolation } from '../database/errors.js'
@@ -59,18 +60,23 @@ export interface ImportRequest {
 type Outcome = { result: 'created' | 'updated' | 'skipped'; events: boolean } | { error: Omit<ImportLineError, 'line'> }
 const CREATED: Outcome = { result: 'created', events: true }
 
+/** The ban of a user an import makes `status`: one of the import's own (by its admin, from now, no reason, no end), or none. */
+const banOf = (status: UserStatus, now: number, by: Actor): BanColumns =>
+  status === 'BANNED' ? { ban_reason: null, banned_until: null, banned_at: now, banned_by_type: by.type, banned_by_id: by.id } : NO_BAN
+
 /** A new user's row as its line gives it. */
-const newUserValues = ({ incoming, name, nameKey }: Read, now: number) => ({
+const newUserValues = ({ incoming, name, nameKey }: Read, now: number, by: Actor) => ({
   name, name_search: nameKey, password_hash: incoming.passwordHash ?? NO_PASSWORD, status: incoming.status ?? 'ACTIVE' as const,
-  role: incoming.role ?? 'user' as const, version: 1, created_at: incoming.createdAt ?? now, updated_at: now, external_id: incoming.externalId
+  role: incoming.role ?? 'user' as const, version: 1, created_at: incoming.createdAt ?? now, updated_at: now, external_id: incoming.externalId,
+  ...banOf(incoming.status ?? 'ACTIVE', now, by)
 })
 
 /** The user a line created, as written: shown without reading it back. */
-const createdRow = (id: number, read: Read, now: number): UserRow => {
-  const v = newUserValues(read, now)
+const createdRow = (id: number, read: Read, now: number, by: Actor): UserRow => {
+  const v = newUserValues(read, now, by)
   return {
     id, name: v.name, email: read.incoming.emails.find((e) => e.primary)!.address, status: v.status, role: v.role,
-    version: 1, created_at: v.created_at, updated_at: now, ...NO_BAN, deletion_scheduled_at: null
+    version: 1, created_at: v.created_at, updated_at: now, ...banOf(v.status, now, by), deletion_scheduled_at: null
   }
 }
 
@@ -383,8 +389,8 @@ export class ImportsService {
       alone.flatMap(({ read }) => read.incoming.emails.map((e) => foldedKey(e.address))), now)
     const fresh = alone.filter(({ keys }) => keys.every((key) => !taken.has(key)))
     const cause = this.causeOf(imp)
-    const ids = await insertUserRows(trx, fresh.map(({ read }) => newUserValues(read, now)))
-    const users = fresh.map(({ read }, i) => ({ id: ids[i]!, incoming: read.incoming, row: createdRow(ids[i]!, read, now) }))
+    const ids = await insertUserRows(trx, fresh.map(({ read }) => newUserValues(read, now, cause.actor)))
+    const users = fresh.map(({ read }, i) => ({ id: ids[i]!, incoming: read.incoming, row: createdRow(ids[i]!, read, now, cause.actor) }))
     await insertEmailRows(trx, users.flatMap(({ id, incoming }) => incoming.emails.map((e) => ({
       user_id: id, address: e.address, address_norm: foldedKey(e.address), primary_user_id: e.primary ? id : null, version: 1,
       created_at: now, updated_at: now, verified_at: e.verified ? now : null, claimed_at: now
@@ -395,12 +401,12 @@ export class ImportsService {
   }
 
   private async create(trx: Trx, read: Read, cause: Cause, now: number): Promise<void> {
-    const id = await insertUser(trx, newUserValues(read, now))
+    const id = await insertUser(trx, newUserValues(read, now, cause.actor))
     const cutoff = now - this.options.claimSeconds * 1000
     for (const e of read.incoming.emails) {
       await claimingStale(trx, e.address, id, cutoff, cause, () => insertEmail(trx, id, e.address, e.primary, now, e.verified))
     }
-    await recordEvent(trx, cause, 'user.created', id, presentUser(createdRow(id, read, now), cause.base))
+    await recordEvent(trx, cause, 'user.created', id, presentUser(createdRow(id, read, now, cause.actor), cause.base))
     await this.importMetadata(trx, id, read.incoming, cause)
   }
 
@@ -439,7 +445,8 @@ export class ImportsService {
       events.push({ type: 'user.updated', fields: ['name'] })
     }
     if (incoming.status !== null && incoming.status !== before.status) {
-      changes.status = incoming.status
+      // A lifted ban leaves nothing of itself behind; a new one is the import's.
+      Object.assign(changes, { status: incoming.status }, banOf(incoming.status, now, cause.actor))
       events.push({ type: 'user.status_changed', fields: ['status'] })
     }
     if (incoming.role !== null && incoming.role !== before.role) {
@@ -463,7 +470,8 @@ export class ImportsService {
     let after: UserRow = before
     if (Object.keys(changes).length) {
       await updateUserRow(trx, userId, { ...changes, updated_at: now })
-      after = { ...before, ...(changes.name ? { name: changes.name } : {}), ...(changes.status ? { status: changes.status } : {}),
+      after = { ...before, ...(changes.name ? { name: changes.name } : {}),
+        ...(changes.status ? { status: changes.status, ...banOf(changes.status, now, cause.actor) } : {}),
         ...(changes.role ? { role: changes.role } : {}), version: before.version + 1, updated_at: now }
       const shown = presentUser(after, cause.base)
       const was = presentUser(before, cause.base)

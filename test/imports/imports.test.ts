@@ -6,7 +6,7 @@ import { adminUser, assertProblem, build, multipart, newUser, type TestUser } fr
 const FAST = { imports: { pollMs: 20, batch: 7 } }
 
 interface ImportBody {
-  id: number; status: string; lines: number; processed: number; created: number; updated: number; skipped: number; failed: number
+  id: number; status: string; dry_run: boolean; lines: number; processed: number; created: number; updated: number; skipped: number; failed: number
   detail: string | null; errors: string
 }
 
@@ -191,6 +191,28 @@ t.test('lines too long, not UTF-8, or nested deep fail alone', async (t) => {
   t.same((await errorsOf(app, admin, done.id)).map((e) => [e.line, e.code]), [[2, 'LINE_TOO_LONG'], [3, 'METADATA_TOO_LARGE'], [4, 'INVALID_LINE']])
 })
 
+t.test('a ban an import lifts is gone; one it sets is its own: its admin, from its time, no reason, no end', async (t) => {
+  const app = await build(t, FAST)
+  const admin = await adminUser(app)
+  const user = await newUser(app, { email: 'ban-sc@example.com' })
+  const until = '2030-01-01T00:00:00.000Z'
+  const banned = await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload: { status: 'BANNED', reason: 'fraud', until } })
+  t.equal(banned.statusCode, 200, banned.body)
+  const shown = async () => (await app.inject({ url: `/users/${user.id}`, headers: admin.headers })).json()
+  t.match(await imported(app, admin, ndjson({ email: 'ban-sc@example.com', status: 'ACTIVE' }), '?on_conflict=update'), { updated: 1 })
+  t.match(await shown(), { status: 'ACTIVE', ban: null })
+  const before = Date.now()
+  t.match(await imported(app, admin, ndjson({ email: 'ban-sc@example.com', status: 'BANNED' }), '?on_conflict=update'), { updated: 1 })
+  const again = await shown()
+  t.match(again, { status: 'BANNED', ban: { reason: null, until: null, by: { type: 'admin', id: admin.id } } })
+  t.ok(Date.parse(again.ban.at) >= before - 1000, 'from the import\'s time, not the old ban\'s')
+  const refused = await signIn(app, 'ban-sc@example.com', user.password)
+  t.equal(refused.json().banned_until, undefined, 'no end to tell')
+  t.match(await imported(app, admin, ndjson({ email: 'new-banned@example.com', status: 'BANNED' })), { created: 1 })
+  const fresh = await userByEmail(app, admin, 'new-banned@example.com')
+  t.match((await app.inject({ url: `/users/${fresh!.id}`, headers: admin.headers })).json(), { status: 'BANNED', ban: { by: { type: 'admin', id: admin.id } } })
+})
+
 t.test('multipart: the fields, then a part named file', async (t) => {
   const app = await build(t, FAST)
   const admin = await adminUser(app)
@@ -198,6 +220,13 @@ t.test('multipart: the fields, then a part named file', async (t) => {
   const res = await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...form.headers }, payload: form.payload })
   t.equal(res.statusCode, 202, res.body)
   t.match(await finished(app, admin, res.json<ImportBody>().id), { status: 'succeeded', created: 1 })
+  // A field the query leaves out is the field's: the query's own default must not override it.
+  const dry = multipart({ dry_run: 'true', file: { filename: 'users.ndjson', content: ndjson({ email: 'dry-mp@example.com' }), type: 'application/x-ndjson' } })
+  const dryRes = await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...dry.headers }, payload: dry.payload })
+  t.equal(dryRes.statusCode, 202, dryRes.body)
+  t.equal(dryRes.json<ImportBody>().dry_run, true, 'a dry run, as the field asked')
+  t.match(await finished(app, admin, dryRes.json<ImportBody>().id), { status: 'succeeded', dry_run: true, created: 1 })
+  t.equal(await userByEmail(app, admin, 'dry-mp@example.com'), undefined, 'and nothing written')
   const missing = multipart({ format: 'roster' })
   assertProblem(t, await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...missing.headers }, payload: missing.payload }), 400, 'VALIDATION_FAILED')
   const noBoundary = await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, 'content-type': 'multipart/form-data' }, payload: '--xyz--\r\n' })
