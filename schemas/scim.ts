@@ -74,6 +74,7 @@ export const ScimError = Type.Object({
 })
 export const ScimDiscovery = open('ScimDiscovery', 'What the service provider supports: ServiceProviderConfig, or a ListResponse of ResourceTypes or Schemas')
 
+export const ScimDiscoveryParams = Type.Object({ id: Type.String({ maxLength: 200, description: 'The resource type\'s or the schema\'s id' }) }, { additionalProperties: false })
 export const ScimUserParams = Type.Object({ id: Type.String({ maxLength: 40, description: 'The user\'s id, as SCIM gives it (a string of digits)' }) }, { additionalProperties: false })
 
 export const ScimListQuery = Type.Object({

@@ -6,6 +6,7 @@ import type { ImportFormat } from '../../db/types.js'
 import { ImportFields, ImportLine } from '../../schemas/import.js'
 import type { UserRole, UserStatus } from '../../schemas/user.js'
 import { fromAuth0Custom, fromFirebase, parsePasswordHash } from '../accounts/password-hashes.js'
+import { isAddress } from '../common/address.js'
 import { DomainError } from '../common/errors.js'
 import { jsonDepth } from '../common/json-depth.js'
 import { METADATA_MAX_DEPTH } from '../accounts/metadata.js'
@@ -71,7 +72,6 @@ export function fieldsProblem(fields: Record<string, string>): { path: string; m
   return { path: err?.instancePath ?? '', message: firstError(validFields.errors) }
 }
 const validName = compile(Name)
-const validAddress = compile(Type.String({ format: 'email', minLength: 3, maxLength: 254 }))
 
 const Auth0Line = Type.Object({
   email: Type.String(),
@@ -136,7 +136,7 @@ function addresses(
   const first = given[0]?.address ?? null
   const seen = new Set<string>()
   for (const { address } of given) {
-    if (!validAddress(address)) throw new LineError('VALIDATION_FAILED', `${address} is not an e-mail address`, first, externalId)
+    if (!isAddress(address)) throw new LineError('VALIDATION_FAILED', `${String(address)} is not an e-mail address`, first, externalId)
     const key = foldedKey(address)
     if (seen.has(key)) throw new LineError('VALIDATION_FAILED', `${address} is given twice`, first, externalId)
     seen.add(key)

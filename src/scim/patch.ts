@@ -58,12 +58,22 @@ function parseValueFilter(text: string): Array<[string, unknown]> {
     term.lastIndex = at
     const m = term.exec(text)
     if (!m) throw new ScimInvalid('invalidFilter', `The path's filter [${text}] is not one Roster takes: attribute eq value, joined by and`)
-    const value: unknown = m[2]!.toLowerCase() === 'true' ? true : m[2]!.toLowerCase() === 'false' ? false : JSON.parse(m[2]!)
-    terms.push([m[1]!.toLowerCase(), value])
+    terms.push([m[1]!.toLowerCase(), filterValue(m[2]!, text)])
     at = term.lastIndex
   }
   if (terms.length === 0) throw new ScimInvalid('invalidFilter', 'The path\'s filter is empty')
   return terms
+}
+
+/** A value of a path's filter: true, false, null, a number, or a JSON string (its escapes JSON's). */
+function filterValue(raw: string, text: string): unknown {
+  const lower = raw.toLowerCase()
+  if (lower === 'true' || lower === 'false') return lower === 'true'
+  try {
+    return JSON.parse(raw) as unknown
+  } catch {
+    throw new ScimInvalid('invalidFilter', `The path's filter [${text}] has a string that is not valid JSON`)
+  }
 }
 
 function matches(entry: Obj, filter: Array<[string, unknown]>): boolean {

@@ -7,5 +7,5 @@ import { ScimService } from './service.js'
 export default async function scim(app: FastifyInstance): Promise<void> {
   const config = app.config
   const passwords = new Passwords({ memoryKib: config.PASSWORD_HASH_MEMORY_KIB, passes: config.PASSWORD_HASH_PASSES })
-  await registerScim(app, new ScimService(app.db, passwords, { claimSeconds: config.UNVERIFIED_CLAIM_SECONDS }))
+  await registerScim(app, new ScimService(app.db, passwords, { claimSeconds: config.UNVERIFIED_CLAIM_SECONDS, maxEmailsPerUser: config.MAX_EMAILS_PER_USER }))
 }

@@ -3,8 +3,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { PageQuery } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import {
-  NewScimToken, SCIM_LIST_SCHEMA, SCIM_MAX_RESULTS, SCIM_USER_SCHEMA, ScimDiscovery, ScimError, ScimIfMatch, ScimListQuery, ScimListResponse, ScimPatch,
-  ScimTokenCollection, ScimTokenParams, ScimTokenWithSecret, ScimUser, ScimUserInput, ScimUserParams, ScimUserQuery
+  NewScimToken, SCIM_LIST_SCHEMA, SCIM_MAX_RESULTS, SCIM_USER_SCHEMA, ScimDiscovery, ScimDiscoveryParams, ScimError, ScimIfMatch, ScimListQuery,
+  ScimListResponse, ScimPatch, ScimTokenCollection, ScimTokenParams, ScimTokenWithSecret, ScimUser, ScimUserInput, ScimUserParams, ScimUserQuery
 } from '../../schemas/scim.js'
 import { callerOf } from '../auth/steps.js'
 import { DomainError, NotFound, userNotFound } from '../common/errors.js'
@@ -165,6 +165,23 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
       response: { 200: scimBody(ref(ScimDiscovery), 'A ListResponse of Schemas'), ...scimErrors(401) }
     }
   }, async (_request, reply) => send(reply, 200, listOf([USER_SCHEMA])))
+
+  // Each discovery resource at the location its meta names (RFC 7644 §4).
+  const one = (what: string, resources: Array<{ id: string }>, operationId: string) => app.get(`/${what}/:id`, {
+    config,
+    schema: {
+      operationId, tags, summary: `One of the ${what}, by its id`,
+      description: `What the list at ${SCIM_BASE}/${what} holds under this id (its meta.location); any other id is a SCIM 404.`,
+      params: ScimDiscoveryParams,
+      response: { 200: scimBody(ref(ScimDiscovery), `The ${what.replace(/s$/, '')}`), ...scimErrors(401, 404) }
+    }
+  }, async (request, reply) => {
+    const found = resources.find((r) => r.id === request.params.id)
+    if (!found) throw new NotFound('NOT_FOUND', `No SCIM resource at ${SCIM_BASE}/${what}/${request.params.id}`)
+    return send(reply, 200, found)
+  })
+  one('ResourceTypes', [USER_RESOURCE_TYPE], 'getScimResourceType')
+  one('Schemas', [USER_SCHEMA], 'getScimSchema')
 
   app.get('/Users', {
     config,

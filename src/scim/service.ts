@@ -7,7 +7,8 @@ import { presentEmail, presentUser } from '../accounts/present.js'
 import { NO_PASSWORD, newToken, type Passwords } from '../accounts/secrets.js'
 import { endSessions } from '../accounts/sessions.js'
 import { findUserById, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
-import { EmailTaken, ExternalIdTaken, scimTokenNotFound, userNotFound } from '../common/errors.js'
+import { isAddress } from '../common/address.js'
+import { EmailLimit, EmailTaken, ExternalIdTaken, scimTokenNotFound, userNotFound } from '../common/errors.js'
 import { foldedKey, MAX_NAME_LENGTH, sameMailbox, storedNameKey } from '../common/text.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import { isUniqueViolation } from '../database/errors.js'
@@ -26,6 +27,8 @@ import {
 export interface ScimOptions {
   /** UNVERIFIED_CLAIM_SECONDS: a stale unverified claim gives its address up, as in the API. */
   claimSeconds: number
+  /** MAX_EMAILS_PER_USER, as in the API. */
+  maxEmailsPerUser: number
 }
 
 /** The ban a directory's deactivation sets, and the only one its reactivation lifts. */
@@ -45,11 +48,8 @@ interface Desired {
 type Obj = Record<string, unknown>
 const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v)
 
-/** An address as Roster takes one: no white space, one @, a dot in the domain. */
-const ADDRESS = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
-
 function address(value: unknown, what: string): string {
-  if (typeof value !== 'string' || value.length > 254 || !ADDRESS.test(value)) {
+  if (!isAddress(value)) {
     throw invalidValue(`${what} must be an e-mail address (Roster's users are their addresses): ${JSON.stringify(value)}`)
   }
   return value
@@ -63,7 +63,22 @@ function bool(value: unknown, what: string): boolean {
 }
 
 const text = (v: unknown) => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined)
-const nameOf = (json: Obj | undefined) => (json && isObj(json.name) ? json.name : {})
+
+/** The name's parts Roster reads, found in any case. */
+function nameOf(json: Obj | undefined): { formatted?: unknown; givenName?: unknown; familyName?: unknown } {
+  const name = json && isObj(json.name) ? json.name : {}
+  const part = (wanted: string) => Object.entries(name).find(([k]) => k.toLowerCase() === wanted)?.[1]
+  return { formatted: part('formatted'), givenName: part('givenname'), familyName: part('familyname') }
+}
+
+/** A name given in a form that is not a string is refused, never read as no name. */
+function checkNameTypes(next: Obj): void {
+  if (next.name !== undefined && next.name !== null && !isObj(next.name)) throw invalidValue(`name must be an object: ${JSON.stringify(next.name)}`)
+  const given: Array<[string, unknown]> = [['displayName', next.displayName], ...Object.entries(nameOf(next)).map(([k, v]): [string, unknown] => [`name.${k}`, v])]
+  for (const [what, value] of given) {
+    if (value !== undefined && value !== null && typeof value !== 'string') throw invalidValue(`${what} must be a string: ${JSON.stringify(value)}`)
+  }
+}
 
 /**
  * Roster's one name from a User: what changed of `name.formatted`, `displayName`, or the given and family names
@@ -84,6 +99,7 @@ function derivedName(next: Obj, prev: Obj | undefined, fallback: string): string
 
 /** The user a SCIM User asks for, against what it was (`prev`, none for a creation). */
 function desiredFrom(next: Obj, prev: Obj | undefined): Desired {
+  checkNameTypes(next)
   let userName = address(next.userName, 'userName')
   const emails = Array.isArray(next.emails) ? next.emails.filter(isObj) : undefined
   const prevPrimary = typeof prev?.userName === 'string' ? prev.userName : undefined
@@ -142,7 +158,8 @@ export class ScimService {
 
   async list(filter: string | undefined, startIndex: number, count: number) {
     const node = filter === undefined || filter.trim() === '' ? undefined : parseFilter(filter)
-    const start = Math.max(1, startIndex)
+    // Past any count of users, and within what both engines take as an OFFSET.
+    const start = Math.min(Math.max(1, startIndex), Number.MAX_SAFE_INTEGER)
     const size = Math.min(Math.max(0, count), SCIM_MAX_RESULTS)
     const page = await listScimUsers(this.db, node, start - 1, size)
     return { ...page, startIndex: start }
@@ -155,8 +172,9 @@ export class ScimService {
   }
 
   async create(body: unknown, cause: Cause): Promise<ScimUserRow> {
-    if (!isObj(body)) throw invalidValue('The body is not a User')
-    const want = desiredFrom(body, undefined)
+    // Attribute names in any case (RFC 7643 §2.1), as a replacement reads them.
+    const want = desiredFrom(replaced({}, body), undefined)
+    this.checkLimit(want, 0)
     const passwordHash = want.password === undefined ? NO_PASSWORD : await this.passwords.hash(want.password)
     try {
       return await inTransaction(this.db, async (trx) => {
@@ -194,6 +212,12 @@ export class ScimService {
     await inTransaction(this.db, (trx) => deleteUser(trx, id, expected, cause))
   }
 
+  /** EMAIL_LIMIT when the user is to hold more addresses than MAX_EMAILS_PER_USER, and more than the `held` it has. */
+  private checkLimit(want: Desired, held: number): void {
+    const count = want.addresses?.length ?? 1
+    if (count > this.options.maxEmailsPerUser && count > held) throw new EmailLimit(this.options.maxEmailsPerUser)
+  }
+
   private cutoff(now: number): number {
     return now - this.options.claimSeconds * 1000
   }
@@ -222,6 +246,7 @@ export class ScimService {
       const current = written(await findScimUser(trx, id), `user ${id}`)
       const shown = presentScimUser(current, cause.base)
       const want = desiredFrom(build(shown), shown)
+      this.checkLimit(want, current.emails.length)
       const now = Date.now()
       let before: UserRow = locked
       /** Writes columns of the user and the event of that change, with the values it replaced. */
@@ -245,7 +270,8 @@ export class ScimService {
         // Not a field of the API's User: the version moves, no event tells it.
         await change({ external_id: want.externalId }, null)
       }
-      await this.placeAddresses(trx, id, want, now, cause)
+      // SCIM's User holds every address: a change of them is a change of its version.
+      if (await this.placeAddresses(trx, id, want, now, cause)) await change({}, null)
       before = written(await findUserById(trx, id), `user ${id}`)
 
       const deprovisioned = current.status === 'BANNED' && current.ban_reason === DEPROVISIONED
@@ -268,25 +294,36 @@ export class ScimService {
     })
   }
 
-  /** The user's addresses as wanted: new ones added verified, the primary moved to userName, those left out removed. */
-  private async placeAddresses(trx: Trx, id: number, want: Desired, now: number, cause: Cause): Promise<void> {
+  /**
+   * The user's addresses as wanted: new ones added verified, the primary moved to userName, those left out removed.
+   * Whether any of that changed what SCIM shows.
+   */
+  private async placeAddresses(trx: Trx, id: number, want: Desired, now: number, cause: Cause): Promise<boolean> {
     const wanted = want.addresses ?? [want.userName]
     let held = await lockAddresses(trx, id)
+    let changed = false
     for (const value of wanted) {
       const row = held.find((e) => sameMailbox(e.address, value))
       if (!row) await this.addAddress(trx, id, value, now, cause)
       // The directory vouches for the address it names as the user's: the others keep their marks as they are.
       else if (row.verified_at === null && sameMailbox(value, want.userName)) await verifyAddress(trx, id, row.id, now, cause)
+      changed ||= !row
     }
     held = await lockAddresses(trx, id)
     const primary = held.find((e) => sameMailbox(e.address, want.userName))
     if (!primary) throw new EmailTaken(want.userName)
-    if (primary.primary_user_id === null) await makePrimary(trx, primary, now, cause)
+    if (primary.primary_user_id === null) {
+      await makePrimary(trx, primary, now, cause)
+      changed = true
+    }
     if (want.addresses) {
       for (const row of held) {
-        if (!want.addresses.some((a) => foldedKey(a) === foldedKey(row.address))) await removeEmail(trx, { ...row, primary_user_id: null }, cause)
+        if (want.addresses.some((a) => foldedKey(a) === foldedKey(row.address))) continue
+        await removeEmail(trx, { ...row, primary_user_id: null }, cause)
+        changed = true
       }
     }
+    return changed
   }
 
   /** SCIM tokens: made (the token shown once, its SHA-256 kept), listed, deleted. */

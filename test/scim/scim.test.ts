@@ -256,6 +256,8 @@ t.test('PATCH: addresses added, a secondary removed, the primary replaced throug
   assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'id', value: '7' }] }), 400, 'mutability')
   assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'active', value: 'maybe' }] }), 400, 'invalidValue')
   assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [] }), 400, 'invalidSyntax')
+  const badEscape = { schemas: [PATCH], Operations: [{ op: 'replace', path: 'emails[value eq "\\x"].value', value: 'x@example.com' }] }
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, badEscape), 400, 'invalidFilter')
 })
 
 t.test('errors, filters, paging, attributes', async (t) => {
@@ -280,6 +282,9 @@ t.test('errors, filters, paging, attributes', async (t) => {
   t.match(await pageOf('&startIndex=3&count=5'), { totalResults: 4, startIndex: 3, itemsPerPage: 2 }, 'a page that ends short tells the total')
   t.match(await pageOf('&startIndex=5&count=2'), { totalResults: 4, startIndex: 5, itemsPerPage: 0, Resources: [] }, 'so does one past the end')
   t.match(await pageOf('&count=0'), { totalResults: 4, itemsPerPage: 0 }, 'and a count of none')
+  for (const far of ['9007199254740993', '9223372036854775808', '100000000000000000000']) {
+    t.match(await pageOf(`&startIndex=${far}`), { totalResults: 4, itemsPerPage: 0, Resources: [] }, `startIndex ${far}: past the end, an empty page`)
+  }
   const inactive = await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('active eq false and emails[type eq "work" and value co "page"]'))
   t.same(inactive.json().Resources.map((r: any) => r.userName), ['page1@example.com', 'page3@example.com'])
   const narrow = await scim(app, idp, 'GET', `/Users?filter=${encodeURIComponent('userName eq "page0@example.com"')}&attributes=userName,name.givenName`)
@@ -308,6 +313,68 @@ t.test('ETags: meta.version, If-Match, 412 on a stale one', async (t) => {
   const notModified = await scim(app, idp, 'GET', `/Users/${id}`, undefined, { 'if-none-match': changed.headers.etag as string })
   t.equal(notModified.statusCode, 304)
   t.equal((await scim(app, idp, 'DELETE', `/Users/${id}`, undefined, { 'if-match': changed.headers.etag as string })).statusCode, 204)
+})
+
+t.test('a change of addresses alone moves meta.version: a stale If-Match cannot undo it', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  const created = await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'carol@example.com' })
+  const id = created.json().id
+  const added = await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'add', path: 'emails', value: [{ value: 'carol2@example.com' }] }] })
+  t.equal(added.statusCode, 200, added.body)
+  t.not(added.headers.etag, created.headers.etag, 'an added address is a new version')
+  t.not(added.json().meta.lastModified, undefined)
+  const undo = { schemas: [USER], userName: 'carol@example.com', emails: [{ value: 'carol@example.com', primary: true }] }
+  assertScimError(t, await scim(app, idp, 'PUT', `/Users/${id}`, undo, { 'if-match': created.headers.etag as string }), 412)
+  t.same((await scim(app, idp, 'GET', `/Users/${id}`)).json().emails.map((e: any) => e.value), ['carol@example.com', 'carol2@example.com'], 'nothing stale was written')
+  const removed = await scim(app, idp, 'PUT', `/Users/${id}`, undo, { 'if-match': added.headers.etag as string })
+  t.equal(removed.statusCode, 200)
+  t.not(removed.headers.etag, added.headers.etag, 'a removed address is a new version too')
+  const same = await scim(app, idp, 'PUT', `/Users/${id}`, undo, { 'if-match': removed.headers.etag as string })
+  t.equal(same.headers.etag, removed.headers.etag, 'a replacement that changes nothing keeps the version')
+})
+
+t.test('what the API refuses, SCIM refuses: addresses, the address limit, name types; names in any case', async (t) => {
+  const app = await build(t, { env: { MAX_EMAILS_PER_USER: '3' } })
+  const idp = await scimToken(app)
+  for (const userName of ['sur\ud800x@example.com', 'nul\u0000x@example.com', 'ümlaut@example.com', 'a b@example.com']) {
+    assertScimError(t, await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName }), 400, 'invalidValue')
+  }
+  const mixed = await scim(app, idp, 'POST', '/Users', { SCHEMAS: [USER], USERNAME: 'mixed@example.com', DisplayName: 'Mixed Case', NAME: { GivenName: 'Mixed' } })
+  t.equal(mixed.statusCode, 201, mixed.body)
+  t.match(mixed.json(), { userName: 'mixed@example.com', displayName: 'Mixed Case' })
+  const id = mixed.json().id
+  const many = Array.from({ length: 3 }, (_, i) => ({ value: `extra${i}@example.com` }))
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'add', path: 'emails', value: many }] }), 409)
+  t.equal((await scim(app, idp, 'GET', `/Users/${id}`)).json().emails.length, 1, 'none of them added')
+  const two = await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'add', path: 'emails', value: many.slice(0, 2) }] })
+  t.equal(two.statusCode, 200, 'up to the limit')
+  assertScimError(t, await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'four@example.com', emails: many.map((e, i) => ({ value: `four${i}@example.com` })) }), 409)
+  for (const op of [
+    { op: 'replace', path: 'name.givenName', value: 42 },
+    { op: 'replace', path: 'displayName', value: { a: 1 } },
+    { op: 'replace', path: 'name', value: 'Just A String' },
+    { op: 'replace', value: { name: { familyName: ['x'] } } }
+  ]) {
+    assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [op] }), 400, 'invalidValue')
+  }
+  assertScimError(t, await scim(app, idp, 'PUT', `/Users/${id}`, { schemas: [USER], userName: 'mixed@example.com', name: { givenName: 7, familyName: 'Seven' } }), 400, 'invalidValue')
+  t.equal((await scim(app, idp, 'GET', `/Users/${id}`)).json().displayName, 'Mixed Case', 'the name as it was')
+})
+
+t.test('discovery: each resource type and schema at the location its meta names', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  for (const list of ['/ResourceTypes', '/Schemas']) {
+    for (const resource of (await scim(app, idp, 'GET', list)).json().Resources) {
+      const location = resource.meta.location as string
+      const one = await app.inject({ url: location, headers: idp.headers })
+      t.equal(one.statusCode, 200, location)
+      t.same(one.json(), resource, `${location}: the resource the list holds`)
+    }
+  }
+  assertScimError(t, await scim(app, idp, 'GET', '/ResourceTypes/Group'), 404)
+  assertScimError(t, await scim(app, idp, 'GET', '/Schemas/urn:ietf:params:scim:schemas:core:2.0:Group'), 404)
 })
 
 t.test('an admin\'s token acts as the admin; the last admin is kept', async (t) => {
