@@ -39,3 +39,21 @@ export function storedNameKey(name: string): string {
   }
   return key
 }
+
+/** A `\u` escape of a UTF-16 surrogate in JSON text: only such text parses into a string with a lone one. */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/**
+ * Whether what JSON `text` parsed into holds a lone UTF-16 surrogate, in a string or a key: UTF-8 has no form for
+ * one, and the engines would keep it differently (SQLite its bytes, MariaDB a replacement character).
+ */
+export function holdsLoneSurrogate(text: string, value: unknown): boolean {
+  if (!SURROGATE_ESCAPE.test(text)) return false
+  const lone = (v: unknown): boolean => {
+    if (typeof v === 'string') return LONE_SURROGATE.test(v)
+    if (Array.isArray(v)) return v.some(lone)
+    return v !== null && typeof v === 'object' && Object.entries(v).some(([k, x]) => LONE_SURROGATE.test(k) || lone(x))
+  }
+  return lone(value)
+}

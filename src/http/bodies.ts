@@ -4,6 +4,7 @@ import { PassThrough } from 'node:stream'
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest, preParsingAsyncHookHandler, preValidationAsyncHookHandler, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { DomainError, InvalidInput, invalidField, PayloadTooLarge, RequestTimeout } from '../common/errors.js'
+import { holdsLoneSurrogate } from '../common/text.js'
 
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
@@ -128,7 +129,10 @@ export function acceptJson(scope: FastifyInstance, type: string): void {
     } catch {
       return done(invalidField('', 'body', 'is not valid UTF-8', 'The body is not valid UTF-8'), undefined)
     }
-    void parseJson(request, text, done)
+    void parseJson(request, text, (err, value) => {
+      if (!err && holdsLoneSurrogate(text, value)) return done(invalidField('', 'body', 'holds a lone UTF-16 surrogate', 'A string of the body holds a lone UTF-16 surrogate (an unpaired \\ud800 to \\udfff)'), undefined)
+      done(err, value)
+    })
   })
 }
 

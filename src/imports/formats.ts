@@ -10,7 +10,7 @@ import { isAddress } from '../common/address.js'
 import { DomainError } from '../common/errors.js'
 import { jsonDepth } from '../common/json-depth.js'
 import { METADATA_MAX_DEPTH } from '../accounts/metadata.js'
-import { foldedKey } from '../common/text.js'
+import { foldedKey, holdsLoneSurrogate } from '../common/text.js'
 
 /** A user as a line of any format brings it: what an import creates, or sets on a user already here. */
 export interface Incoming {
@@ -112,11 +112,14 @@ function firstError(errors: ErrorObject[] | null | undefined): string {
 }
 
 function parseJson(text: string): unknown {
+  let value: unknown
   try {
-    return JSON.parse(text) as unknown
+    value = JSON.parse(text) as unknown
   } catch (err) {
     throw new LineError('INVALID_LINE', `Not JSON: ${(err as Error).message}`)
   }
+  if (holdsLoneSurrogate(text, value)) throw new LineError('INVALID_LINE', 'A string of the line holds a lone UTF-16 surrogate (an unpaired \\ud800 to \\udfff)')
+  return value
 }
 
 /** A password hash given as text, or UNSUPPORTED_HASH for the line. */

@@ -191,6 +191,16 @@ t.test('lines too long, not UTF-8, or nested deep fail alone', async (t) => {
   t.same((await errorsOf(app, admin, done.id)).map((e) => [e.line, e.code]), [[2, 'LINE_TOO_LONG'], [3, 'METADATA_TOO_LARGE'], [4, 'INVALID_LINE']])
 })
 
+t.test('a line with a lone UTF-16 surrogate fails alone', async (t) => {
+  const app = await build(t, FAST)
+  const admin = await adminUser(app)
+  const file = ndjson({ email: 'fine@example.com' }, '{"email":"lone@example.com","name":"lone \\ud800"}', { email: 'after-lone@example.com' })
+  const done = await imported(app, admin, file)
+  t.match(done, { status: 'succeeded', created: 2, failed: 1 })
+  t.same((await errorsOf(app, admin, done.id)).map((e) => [e.line, e.code]), [[2, 'INVALID_LINE']])
+  t.equal(await userByEmail(app, admin, 'lone@example.com'), undefined)
+})
+
 t.test('a ban an import lifts is gone; one it sets is its own: its admin, from its time, no reason, no end', async (t) => {
   const app = await build(t, FAST)
   const admin = await adminUser(app)

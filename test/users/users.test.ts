@@ -201,3 +201,16 @@ t.test('names refuse control and invisible spoofing characters, and keep the joi
     t.equal((await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: user.headers, payload: { name: good } })).statusCode, 200, JSON.stringify(good))
   }
 })
+
+t.test('a lone UTF-16 surrogate in a JSON body is refused: 400, nothing written, on every engine', async (t) => {
+  const app = await build(t)
+  const user = await newUser(app, { name: 'Kept Name' })
+  for (const body of ['{"name":"x\\ud800y"}', '{"name":"x\\uDC00"}', '{"name":"ok","\\ud83d":1}']) {
+    const res = await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: { ...user.headers, 'content-type': 'application/json' }, payload: body })
+    assertProblem(t, res, 400, 'VALIDATION_FAILED', body)
+  }
+  t.equal((await app.inject({ url: `/users/${user.id}`, headers: user.headers })).json().name, 'Kept Name')
+  const paired = await app.inject({ method: 'PUT', url: `/users/${user.id}/name`, headers: { ...user.headers, 'content-type': 'application/json' }, payload: '{"name":"Ada \\ud83d\\ude00"}' })
+  t.equal(paired.statusCode, 200, 'a pair escaped is one character')
+  t.equal(paired.json().name, 'Ada 😀')
+})
