@@ -85,9 +85,20 @@ async function * ndjson(chunks: AsyncIterable<Buffer>, maxBytes: number): AsyncG
   }
   if (!record.empty || record.tooLong) {
     const piece = finish()
+    // A last line without its newline that is not JSON is where the file was cut: nothing of it is applied.
+    if (piece && 'text' in piece && !isJson(piece.text)) throw new UnreadableFile(`The file ends inside its line ${piece.line}: is it truncated?`)
     if (piece) yield piece
   }
   if (!seenRecord) throw new UnreadableFile('The file holds no user')
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text)
+    return true
+  } catch {
+    return false
+  }
 }
 
 /**
