@@ -190,8 +190,8 @@ export class PayloadTooLarge extends DomainError {
 }
 
 export class UnsupportedMediaType extends DomainError {
-  constructor() {
-    super('UNSUPPORTED_MEDIA_TYPE', 'Send JSON, a urlencoded form or multipart/form-data')
+  constructor(detail = 'Send JSON, a urlencoded form or multipart/form-data') {
+    super('UNSUPPORTED_MEDIA_TYPE', detail)
   }
 }
 

@@ -7,7 +7,7 @@ import {
   ScimListResponse, ScimPatch, ScimTokenCollection, ScimTokenParams, ScimTokenWithSecret, ScimUser, ScimUserInput, ScimUserParams, ScimUserQuery
 } from '../../schemas/scim.js'
 import { callerOf } from '../auth/steps.js'
-import { DomainError, NotFound, userNotFound } from '../common/errors.js'
+import { DomainError, NotFound, UnsupportedMediaType, userNotFound } from '../common/errors.js'
 import type { Expected } from '../common/versions.js'
 import type { Cause } from '../events/record.js'
 import { acceptJson } from '../http/bodies.js'
@@ -125,12 +125,15 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
   const options = { forbiddenStatus: app.config.FORBIDDEN_STATUS }
   const config = { auth: 'scim' as const }
 
-  // SCIM's own media type is JSON, read as the app reads JSON (strict UTF-8, prototype poisoning refused).
+  // SCIM's own media type is JSON, read as the app reads JSON (strict UTF-8, prototype poisoning refused); a form,
+  // which the rest of the API takes, is no SCIM body.
   acceptJson(app, SCIM_TYPE)
+  app.removeContentTypeParser('application/x-www-form-urlencoded')
 
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     const unreadable = !(err instanceof DomainError) && typeof err.code === 'string' && err.code.startsWith('FST_ERR_CTP_') && err.statusCode === 400
-    const domain = unreadable ? invalidSyntax(`The body is not JSON: ${err.message}`) : toDomainError(err)
+    const mapped = unreadable ? invalidSyntax(`The body is not JSON: ${err.message}`) : toDomainError(err)
+    const domain = mapped instanceof UnsupportedMediaType ? new UnsupportedMediaType(`Send ${SCIM_TYPE} (or application/json)`) : mapped
     if (!domain) request.log.error({ err }, 'request failed')
     return sendScimError(reply, scimAnswerTo(domain, options))
   })

@@ -362,6 +362,17 @@ t.test('what the API refuses, SCIM refuses: addresses, the address limit, name t
   t.equal((await scim(app, idp, 'GET', `/Users/${id}`)).json().displayName, 'Mixed Case', 'the name as it was')
 })
 
+t.test('a SCIM body is JSON: a form or plain text is 415 in SCIM\'s shape, naming SCIM\'s type', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  for (const [type, payload] of [['application/x-www-form-urlencoded', 'userName=form%40example.com'], ['text/plain', 'userName']] as const) {
+    const res = await app.inject({ method: 'POST', url: '/scim/v2/Users', headers: { ...idp.headers, 'content-type': type }, payload })
+    assertScimError(t, res, 415)
+    t.match(res.json().detail, /application\/scim\+json/, type)
+  }
+  t.equal((await scim(app, idp, 'GET', byUserName('form@example.com'))).json().totalResults, 0, 'nothing created')
+})
+
 t.test('discovery: each resource type and schema at the location its meta names', async (t) => {
   const app = await build(t)
   const idp = await scimToken(app)
