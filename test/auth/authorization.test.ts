@@ -13,6 +13,8 @@ const CONTRACT: Record<string, {
   rule: Rule; declared?: Rule; body?: (f: Fixture) => Record<string, unknown>; ok: number
   /** A query string for the request. */
   query?: string
+  /** The `:id` of the path, when it is not the target user's. */
+  id?: string
   /** Run before each request of the row. */
   prepare?: (app: App) => Promise<unknown>
 }> = {
@@ -80,7 +82,9 @@ const CONTRACT: Record<string, {
   // SCIM: an admin's token opens it as a SCIM token does (test/scim/ proves those); its refusals are SCIM's errors.
   'GET /scim/v2/ServiceProviderConfig': { rule: 'scim', ok: 200 },
   'GET /scim/v2/ResourceTypes': { rule: 'scim', ok: 200 },
+  'GET /scim/v2/ResourceTypes/:id': { rule: 'scim', id: 'User', ok: 200 },
   'GET /scim/v2/Schemas': { rule: 'scim', ok: 200 },
+  'GET /scim/v2/Schemas/:id': { rule: 'scim', id: 'urn:ietf:params:scim:schemas:core:2.0:User', ok: 200 },
   'GET /scim/v2/Users': { rule: 'scim', ok: 200 },
   'POST /scim/v2/Users': { rule: 'scim', body: (f) => ({ userName: `scim.${f.target.id}@example.com` }), ok: 201 },
   'GET /scim/v2/Users/:id': { rule: 'scim', ok: 200 },
@@ -158,7 +162,7 @@ function request(key: string, f: Fixture) {
     .replace(':delivery_id', String(f.deliveryId))
     .replace(':import_id', String(f.importId))
     .replace(':token_id', String(f.scimTokenId))
-    .replace(':id', String(f.target.id)) + (CONTRACT[key]!.query ?? '')
+    .replace(':id', CONTRACT[key]!.id ?? String(f.target.id)) + (CONTRACT[key]!.query ?? '')
   const body = CONTRACT[key]!.body?.(f)
   return { method: method as 'GET', url, ...(body ? { payload: body } : {}) }
 }
