@@ -70,10 +70,11 @@ t.test('many slow, idle or dripping connections: others are served meanwhile, an
     socket.on('close', () => clearInterval(timer))
   })
   await sleep(500)
-  // Read before the others are served: on a slow host the idle keep-alive connections may reach their timeout after.
+  // Read before the others are served. The slowloris and dripping connections cannot end by themselves: the service
+  // must hold all 350. The idle keep-alive ones may reach their timeout first on a loaded host, rightly closed.
   const held = service.usage().fds - baseline.fds
   const during = await latencies(service)
-  t.ok(held >= 400, `the service holds the connections (${held} descriptors more than before)`)
+  t.ok(held >= 350, `the service holds the connections (${held} descriptors more than before)`)
   t.ok(median(during) < Math.max(50, before * 10), `others served in a median ${median(during).toFixed(1)} ms meanwhile (before: ${before.toFixed(1)} ms)`)
   slowloris.close()
   idle.close()
