@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The test command: lint, and the build of everything (the type check), side by side, then the whole tap suite on the embedded SQLite and on
-// MySQL/MariaDB, the two legs side by side (each runs its files two at a time; much of a leg's time is spent waiting
+// The test command: lint, and the build of everything (the type check), side by side, then the whole tap suite on
+// the embedded SQLite and on MySQL/MariaDB, the two legs side by side (each runs its files two at a time; much of a leg's time is spent waiting
 // on deadlines and child processes, which the other leg's files fill), then, alone, the timing measurements on each
 // engine, the SDK matrix on each engine and the browser test of /docs on SQLite.
 // MySQL comes from TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306); the suite creates and drops its own

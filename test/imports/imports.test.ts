@@ -222,6 +222,7 @@ t.test('a ban an import lifts is gone; one it sets is its own: its admin, from i
   t.match(again, { status: 'BANNED', ban: { reason: null, until: null, by: { type: 'admin', id: admin.id } } })
   t.ok(Date.parse(again.ban.at) >= before - 1000, 'from the import\'s time, not the old ban\'s')
   const refused = await signIn(app, 'ban-sc@example.com', user.password)
+  assertProblem(t, refused, 401, 'USER_BANNED')
   t.equal(refused.json().banned_until, undefined, 'no end to tell')
   t.match(await imported(app, admin, ndjson({ email: 'new-banned@example.com', status: 'BANNED' })), { created: 1 })
   const fresh = await userByEmail(app, admin, 'new-banned@example.com')
