@@ -28,5 +28,5 @@ USER node
 # The API, and the Prometheus metrics (METRICS_PORT), which only the scraper should reach.
 EXPOSE 3000 9464
 HEALTHCHECK --interval=30s --timeout=3s CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/health/live').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-# As `npm start` runs it.
-CMD ["node", "dist/src/server.js"]
+# As `npm start` runs it: a heap ceiling sized for a service, so V8 collects before the heap grows fourfold.
+CMD ["node", "--max-old-space-size=1024", "dist/src/server.js"]
