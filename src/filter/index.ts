@@ -251,6 +251,16 @@ function booleanOf(node: Compare, name: string): boolean {
   throw invalidFilter(`The filter compares ${name} with ${JSON.stringify(v)}: a boolean is needed`)
 }
 
+/** RFC 3339's date-time (a zone required: without one, `Date.parse` reads the host's), as milliseconds, or NaN. */
+const RFC_3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/
+function rfc3339(text: string): number {
+  const m = RFC_3339.exec(text)
+  if (!m) return NaN
+  // Date.parse rolls a day past its month's end (30 February) into the next month.
+  const day = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])))
+  return day.getUTCMonth() === Number(m[2]) - 1 && day.getUTCDate() === Number(m[3]) ? Date.parse(text) : NaN
+}
+
 const OPERATORS = { eq: '=', ne: '<>', gt: '>', ge: '>=', lt: '<', le: '<=' } as const
 
 function stringValue(node: Compare): string {
@@ -287,7 +297,7 @@ function compare(node: Compare | { op: 'pr'; attrPath: string }, kind: Kind): Ra
     case 'time': {
       if (node.op === 'pr') return sql<SqlBool>`1 = 1`
       if (node.op === 'co' || node.op === 'sw' || node.op === 'ew') throw invalidFilter(`The filter compares the time ${node.attrPath} with ${node.op}`)
-      const at = Date.parse(stringValue(node))
+      const at = rfc3339(stringValue(node))
       if (!Number.isFinite(at)) throw invalidFilter(`The filter compares ${node.attrPath} with ${JSON.stringify(node.compValue)}: an RFC 3339 time is needed`)
       return sql<SqlBool>`${sql.ref(kind.column)} ${sql.raw(OPERATORS[node.op])} ${at}`
     }

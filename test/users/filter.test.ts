@@ -63,6 +63,7 @@ t.test('the filter language over GET /users: every operator, precedence, escapes
     ['external_id pr', ['quote@example.com']],
     ['created_at gt "2000-01-01T00:00:00Z"', everyone],
     ['created_at lt "2000-01-01T00:00:00Z"', []],
+    ['created_at gt "2000-01-01t01:00:00.5+01:00"', everyone],
     [`id ge ${ada.id} and id le ${quoted.id}`, ['ada@example.com', 'grace@navy.example', 'quote@example.com']],
     ['not (status eq "ACTIVE")', ['quote@example.com']],
     // and binds tighter than or; parentheses change it.
@@ -89,6 +90,9 @@ t.test('the filter language over GET /users: every operator, precedence, escapes
     ['status eq "GONE"', /ACTIVE, BANNED/],
     ['status co "ACT"', /only eq and ne/],
     ['created_at gt "yesterday"', /RFC 3339/],
+    ['created_at gt "2026-01-01T00:00:00"', /RFC 3339/],
+    ['created_at gt "2026-01-01"', /RFC 3339/],
+    ['created_at gt "2026-02-30T00:00:00Z"', /RFC 3339/],
     ['created_at co "2020"', /time/],
     ['id eq "x"', /an id is needed/],
     ['name eq 5', /a string is needed/],
