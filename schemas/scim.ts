@@ -3,6 +3,8 @@ import { Href, Id, Timestamp } from './common.js'
 
 // SCIM 2.0 (RFC 7643, RFC 7644) as Roster serves it under /scim/v2, and the SCIM tokens that open it.
 
+/** Where SCIM is served. */
+export const SCIM_BASE = '/scim/v2'
 export const SCIM_USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User'
 export const SCIM_ERROR_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:Error'
 export const SCIM_LIST_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:ListResponse'

@@ -2,11 +2,13 @@ import type { IncomingMessage } from 'node:http'
 import type { FastifyServerOptions } from 'fastify'
 import { LogController } from 'fastify'
 import type { Config } from '../../schemas/config.js'
+import { SCIM_BASE } from '../../schemas/scim.js'
 import { InvalidInput } from '../common/errors.js'
 import { clientError } from './client-errors.js'
 import { compilersFactory } from './compilers.js'
 import { answerTo, sendProblem } from './problems.js'
 import { requestId } from './request-id.js'
+import { scimAnswerTo, sendScimError } from './scim-errors.js'
 
 const OVERRIDABLE = new Set(['PUT', 'DELETE'])
 
@@ -44,8 +46,11 @@ export function serverOptions(config: Config): FastifyServerOptions {
     // A percent-encoded address of 254 characters fits; longer path parameters are a 400 (below), as is a bad URL.
     routerOptions: { maxParamLength: 1024 },
     clientErrorHandler: clientError,
-    frameworkErrors: (error, _request, reply) => {
-      void sendProblem(reply, answerTo(new InvalidInput(error.message, [{ path: '', in: 'path', message: error.message }])))
+    frameworkErrors: (error, request, reply) => {
+      const err = new InvalidInput(error.message, [{ path: '', in: 'path', message: error.message }])
+      // A SCIM client reads SCIM's errors, also for a URL that never reached a route.
+      if (request.url.startsWith(`${SCIM_BASE}/`)) void sendScimError(reply, scimAnswerTo(err, { forbiddenStatus: config.FORBIDDEN_STATUS }))
+      else void sendProblem(reply, answerTo(err))
     },
     // One log line per request (logging/access-log.ts), not Fastify's two; the request's id on each as `request_id`.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'request_id' }),

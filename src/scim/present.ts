@@ -1,9 +1,8 @@
-import { SCIM_USER_SCHEMA } from '../../schemas/scim.js'
+import { SCIM_BASE, SCIM_USER_SCHEMA } from '../../schemas/scim.js'
 import type { ScimToken } from '../../schemas/scim.js'
 import { isoTimestamp as iso } from '../common/timestamps.js'
 import type { ScimTokenRow, ScimUserRow } from './repository.js'
 
-export const SCIM_BASE = '/scim/v2'
 export const scimUserPath = (id: number) => `${SCIM_BASE}/Users/${id}`
 export const scimTokenPath = (id: number) => `/scim-tokens/${id}`
 
@@ -50,31 +49,36 @@ function attributeName(raw: string): string {
   return name.startsWith(urn) ? name.slice(urn.length) : name
 }
 
-/** Narrows a resource to `attributes` (with `schemas` and `id`), or drops `excludedAttributes` (RFC 7644 §3.4.2.5). */
-export function projected(resource: ScimJson, attributes: string | undefined, excluded: string | undefined): ScimJson {
+/**
+ * What `attributes` (with `schemas` and `id`) or `excludedAttributes` leave of a resource (RFC 7644 §3.4.2.5), the
+ * lists read once for all the resources of an answer.
+ */
+export function projection(attributes: string | undefined, excluded: string | undefined): (resource: ScimJson) => ScimJson {
   const names = (list: string | undefined) => (list ?? '').split(',').map(attributeName).filter((n) => n !== '')
   const wanted = names(attributes)
   const dropped = names(excluded)
-  if (wanted.length === 0 && dropped.length === 0) return resource
-  const out: ScimJson = {}
-  for (const [key, value] of Object.entries(resource)) {
-    const lower = key.toLowerCase()
-    if (ALWAYS.has(lower)) {
-      out[key] = value
-      continue
-    }
-    if (wanted.length > 0) {
-      if (wanted.includes(lower)) out[key] = value
-      else {
-        const subs = wanted.filter((w) => w.startsWith(`${lower}.`)).map((w) => w.slice(lower.length + 1))
-        if (subs.length > 0) out[key] = narrowed(value, (sub) => subs.includes(sub))
+  if (wanted.length === 0 && dropped.length === 0) return (resource) => resource
+  return (resource) => {
+    const out: ScimJson = {}
+    for (const [key, value] of Object.entries(resource)) {
+      const lower = key.toLowerCase()
+      if (ALWAYS.has(lower)) {
+        out[key] = value
+        continue
       }
-    } else if (!dropped.includes(lower)) {
-      const subs = dropped.filter((d) => d.startsWith(`${lower}.`)).map((d) => d.slice(lower.length + 1))
-      out[key] = subs.length > 0 ? narrowed(value, (sub) => !subs.includes(sub)) : value
+      if (wanted.length > 0) {
+        if (wanted.includes(lower)) out[key] = value
+        else {
+          const subs = wanted.filter((w) => w.startsWith(`${lower}.`)).map((w) => w.slice(lower.length + 1))
+          if (subs.length > 0) out[key] = narrowed(value, (sub) => subs.includes(sub))
+        }
+      } else if (!dropped.includes(lower)) {
+        const subs = dropped.filter((d) => d.startsWith(`${lower}.`)).map((d) => d.slice(lower.length + 1))
+        out[key] = subs.length > 0 ? narrowed(value, (sub) => !subs.includes(sub)) : value
+      }
     }
+    return out
   }
-  return out
 }
 
 /** A complex value (or each of a multi-valued one's) keeping the sub-attributes `keep` says. */

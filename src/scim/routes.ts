@@ -3,7 +3,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { PageQuery } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import {
-  NewScimToken, SCIM_LIST_SCHEMA, SCIM_MAX_RESULTS, SCIM_USER_SCHEMA, ScimDiscovery, ScimDiscoveryParams, ScimError, ScimIfMatch, ScimListQuery,
+  NewScimToken, SCIM_BASE, SCIM_LIST_SCHEMA, SCIM_MAX_RESULTS, SCIM_USER_SCHEMA, ScimDiscovery, ScimDiscoveryParams, ScimError, ScimIfMatch, ScimListQuery,
   ScimListResponse, ScimPatch, ScimTokenCollection, ScimTokenParams, ScimTokenWithSecret, ScimUser, ScimUserInput, ScimUserParams, ScimUserQuery
 } from '../../schemas/scim.js'
 import { callerOf } from '../auth/steps.js'
@@ -16,7 +16,7 @@ import { toDomainError } from '../http/error-handler.js'
 import { NoContent, pageUnder, problems } from '../http/responses.js'
 import { scimAnswerTo, sendScimError } from '../http/scim-errors.js'
 import { invalidSyntax } from './errors.js'
-import { presentScimToken, presentScimUser, projected, SCIM_BASE, scimVersion } from './present.js'
+import { presentScimToken, presentScimUser, projection, scimVersion } from './present.js'
 import type { ScimService } from './service.js'
 
 const SCIM_TYPE = 'application/scim+json'
@@ -197,9 +197,10 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
   }, async (request, reply) => {
     const q = request.query
     const page = await service.list(q.filter, q.startIndex ?? 1, q.count ?? SCIM_MAX_RESULTS)
+    const narrow = projection(q.attributes, q.excludedAttributes)
     return send(reply, 200, {
       schemas: [SCIM_LIST_SCHEMA], totalResults: page.total, startIndex: page.startIndex, itemsPerPage: page.rows.length,
-      Resources: page.rows.map((row) => projected(presentScimUser(row, base), q.attributes, q.excludedAttributes))
+      Resources: page.rows.map((row) => narrow(presentScimUser(row, base)))
     })
   })
 
@@ -227,7 +228,7 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
     }
   }, async (request, reply) => {
     const row = await service.get(userId(request.params.id))
-    return send(reply, 200, projected(presentScimUser(row, base), request.query.attributes, request.query.excludedAttributes), row.version)
+    return send(reply, 200, projection(request.query.attributes, request.query.excludedAttributes)(presentScimUser(row, base)), row.version)
   })
 
   app.put('/Users/:id', {

@@ -90,6 +90,8 @@ t.test('discovery, content types, Groups', async (t) => {
   assertScimError(t, await scim(app, idp, 'GET', '/Groups'), 404)
   assertScimError(t, await scim(app, idp, 'GET', '/Groups/1'), 404)
   assertScimError(t, await scim(app, idp, 'POST', '/Groups', { displayName: 'Eng' }), 404)
+  // A path that cannot be decoded never reaches a route: its answer is SCIM's all the same.
+  assertScimError(t, await scim(app, idp, 'GET', '/Users/%FF'), 400)
 
   const json = await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'plain@example.com' }, { 'content-type': 'application/json' })
   t.equal(json.statusCode, 201, 'application/json is accepted')
