@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject } from 'ajv'
 import addFormats from 'ajv-formats'
 import { Type, type TSchema } from '@sinclair/typebox'
+import sjson from 'secure-json-parse'
 import { Name } from '../../schemas/common.js'
 import type { ImportFormat } from '../../db/types.js'
 import { ImportFields, ImportLine } from '../../schemas/import.js'
@@ -119,6 +120,14 @@ function parseJson(text: string): unknown {
     throw new LineError('INVALID_LINE', `Not JSON: ${(err as Error).message}`)
   }
   if (holdsLoneSurrogate(text, value)) throw new LineError('INVALID_LINE', 'A string of the line holds a lone UTF-16 surrogate (an unpaired \\ud800 to \\udfff)')
+  // As the API's JSON bodies: a key `__proto__`, or `constructor` holding `prototype`, is refused, not dropped.
+  if (value !== null && typeof value === 'object') {
+    try {
+      sjson.scan(value, { protoAction: 'error', constructorAction: 'error' })
+    } catch {
+      throw new LineError('INVALID_LINE', 'The line holds a key __proto__, or constructor with prototype, which no record may hold')
+    }
+  }
   return value
 }
 
