@@ -116,6 +116,19 @@ async function bodies(app: FastifyInstance): Promise<void> {
 }
 
 /**
+ * Why a JSON body was refused, told apart (Fastify's parser says the same of both, naming application/json): text
+ * that is not JSON, or JSON holding a key refused as prototype poisoning.
+ */
+function unreadable(text: string): Error {
+  try {
+    JSON.parse(text)
+  } catch (err) {
+    return Object.assign(new Error(`The body is not valid JSON: ${(err as Error).message}`), { code: 'FST_ERR_CTP_INVALID_JSON_BODY', statusCode: 400 })
+  }
+  return invalidField('', 'body', 'holds a key __proto__, or constructor with prototype', 'The body holds a key __proto__, or constructor with prototype, which is refused')
+}
+
+/**
  * Reads bodies of a JSON media type (`application/json`, and in their own scopes `application/merge-patch+json` and
  * `application/scim+json`) as Fastify parses JSON, prototype poisoning refused, from bytes that must be UTF-8: a
  * lossy decoding would store replacement characters in place of what the client sent.
@@ -130,6 +143,7 @@ export function acceptJson(scope: FastifyInstance, type: string): void {
       return done(invalidField('', 'body', 'is not valid UTF-8', 'The body is not valid UTF-8'), undefined)
     }
     void parseJson(request, text, (err, value) => {
+      if ((err as { code?: string } | null)?.code === 'FST_ERR_CTP_INVALID_JSON_BODY') return done(unreadable(text), undefined)
       if (!err && holdsLoneSurrogate(text, value)) return done(invalidField('', 'body', 'holds a lone UTF-16 surrogate', 'A string of the body holds a lone UTF-16 surrogate (an unpaired \\ud800 to \\udfff)'), undefined)
       done(err, value)
     })

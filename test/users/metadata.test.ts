@@ -91,6 +91,27 @@ t.test('limits: bytes and depth', async (t) => {
   t.same((await read(app, admin, ada.id)).json().unsafe, {})
 })
 
+t.test('a number past a double, or a key __proto__, is refused by name and changes nothing', async (t) => {
+  const { app, ada } = await setup(t)
+  const send = (payload: string) => app.inject({ method: 'PATCH', url: url(ada.id), headers: { ...ada.headers, ...MERGE }, payload })
+  for (const body of ['{"unsafe":{"e":1e400}}', '{"unsafe":{"n":[1,-1e999]}}']) {
+    const res = await send(body)
+    assertProblem(t, res, 400, 'VALIDATION_FAILED', body)
+    t.match(res.json().detail, /past what a double holds/)
+  }
+  for (const body of ['{"unsafe":{"__proto__":{"plan":"pro"}}}', '{"unsafe":{"constructor":{"prototype":{"plan":"pro"}}}}']) {
+    const res = await send(body)
+    assertProblem(t, res, 400, 'VALIDATION_FAILED', body)
+    t.match(res.json().detail, /__proto__, or constructor with prototype/, 'the detail names the key, not the content type')
+  }
+  const broken = await send('{"unsafe":')
+  assertProblem(t, broken, 400, 'VALIDATION_FAILED')
+  t.match(broken.json().detail, /^The body is not valid JSON/)
+  t.notMatch(broken.json().detail, /application\/json/, 'merge-patch is not called application/json')
+  t.same((await read(app, ada, ada.id)).json().unsafe, {}, 'nothing written')
+  t.equal((await send('{"unsafe":{"constructor":"a key like any other","n":1e300}}')).statusCode, 200)
+})
+
 t.test('If-Match: a stale version is 412 and changes nothing', async (t) => {
   const { app, admin, ada } = await setup(t)
   t.equal((await patch(app, admin, ada.id, { public: { a: 1 } }, { 'if-match': '"v1"' })).statusCode, 200)
