@@ -1,6 +1,6 @@
 import type { Metadata, MetadataPart } from '../../schemas/metadata.js'
-import { MetadataTooLarge } from '../common/errors.js'
-import { jsonDepth } from '../common/json-depth.js'
+import { invalidField, MetadataTooLarge } from '../common/errors.js'
+import { holdsNonFinite, jsonDepth } from '../common/json-depth.js'
 import { mustMatch, type Expected } from '../common/versions.js'
 import type { Db, Trx } from '../database/index.js'
 import { recordEvent, type Cause } from '../events/record.js'
@@ -107,6 +107,7 @@ export async function changeMetadata(
     if (value === undefined) continue
     // Checked before merging too: a patch nested past any stack is refused before it is walked.
     if (jsonDepth(value) > METADATA_MAX_DEPTH) throw new MetadataTooLarge(`/${name}`, `nests deeper than ${METADATA_MAX_DEPTH}`)
+    if (value !== null && holdsNonFinite(value)) throw invalidField(`/${name}`, 'body', 'holds a number past what a double holds')
     parts[name] = value === null ? {} : 'merge' in change ? mergePatch(before.parts[name], value) as MetadataPart : value
     checkMetadataPart(`/${name}`, parts[name], maxBytes)
   }

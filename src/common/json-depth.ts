@@ -10,3 +10,14 @@ export function jsonDepth(value: unknown): number {
   }
   return deepest
 }
+
+/** Whether a parsed JSON value holds a number past what a double holds: `1e400` parses as Infinity, written as null. */
+export function holdsNonFinite(value: unknown): boolean {
+  const stack: unknown[] = [value]
+  while (stack.length) {
+    const item = stack.pop()
+    if (typeof item === 'number' && !Number.isFinite(item)) return true
+    if (typeof item === 'object' && item !== null) for (const child of Object.values(item)) stack.push(child)
+  }
+  return false
+}

@@ -9,7 +9,7 @@ import type { UserRole, UserStatus } from '../../schemas/user.js'
 import { fromAuth0Custom, fromFirebase, parsePasswordHash } from '../accounts/password-hashes.js'
 import { isAddress } from '../common/address.js'
 import { DomainError } from '../common/errors.js'
-import { jsonDepth } from '../common/json-depth.js'
+import { holdsNonFinite, jsonDepth } from '../common/json-depth.js'
 import { METADATA_MAX_DEPTH } from '../accounts/metadata.js'
 import { foldedKey, holdsLoneSurrogate } from '../common/text.js'
 
@@ -43,6 +43,7 @@ function checkMetadata(parts: Incoming['metadata'], maxBytes: number, email: str
     const part = parts[name]
     if (part === undefined) continue
     if (jsonDepth(part) > METADATA_MAX_DEPTH) throw new LineError('METADATA_TOO_LARGE', `/metadata/${name}: nests deeper than ${METADATA_MAX_DEPTH}`, email, externalId)
+    if (holdsNonFinite(part)) throw new LineError('VALIDATION_FAILED', `/metadata/${name}: holds a number past what a double holds`, email, externalId)
     if (Buffer.byteLength(JSON.stringify(part)) > maxBytes) throw new LineError('METADATA_TOO_LARGE', `/metadata/${name}: is larger than ${maxBytes} bytes`, email, externalId)
     given[name] = part
   }

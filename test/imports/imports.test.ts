@@ -206,19 +206,20 @@ t.test('a line with a lone UTF-16 surrogate fails alone', async (t) => {
   t.equal(await userByEmail(app, admin, 'lone@example.com'), undefined)
 })
 
-t.test('a line holding a key __proto__, or constructor with prototype, fails alone, as a JSON body would', async (t) => {
+t.test('a line holding a key __proto__, constructor with prototype, or a number past a double fails alone', async (t) => {
   const app = await build(t, FAST)
   const admin = await adminUser(app)
   const file = ndjson(
     '{"email":"proto@example.com","metadata":{"public":{"__proto__":{"plan":"pro"}}}}',
     '{"email":"escaped@example.com","metadata":{"private":{"\\u005f_proto__":{"plan":"pro"}}}}',
     '{"email":"ctor@example.com","metadata":{"unsafe":{"constructor":{"prototype":{"plan":"pro"}}}}}',
-    { email: 'plain@example.com', metadata: { public: { constructor: 'a key like any other' } } }
+    { email: 'plain@example.com', metadata: { public: { constructor: 'a key like any other' } } },
+    '{"email":"infinite@example.com","metadata":{"public":{"n":1e400}}}'
   )
   const done = await imported(app, admin, file)
-  t.match(done, { status: 'succeeded', created: 1, failed: 3 })
-  t.same((await errorsOf(app, admin, done.id)).map((e) => [e.line, e.code]), [[1, 'INVALID_LINE'], [2, 'INVALID_LINE'], [3, 'INVALID_LINE']])
-  for (const email of ['proto@example.com', 'escaped@example.com', 'ctor@example.com']) t.equal(await userByEmail(app, admin, email), undefined, email)
+  t.match(done, { status: 'succeeded', created: 1, failed: 4 })
+  t.same((await errorsOf(app, admin, done.id)).map((e) => [e.line, e.code]), [[1, 'INVALID_LINE'], [2, 'INVALID_LINE'], [3, 'INVALID_LINE'], [5, 'VALIDATION_FAILED']])
+  for (const email of ['proto@example.com', 'escaped@example.com', 'ctor@example.com', 'infinite@example.com']) t.equal(await userByEmail(app, admin, email), undefined, email)
   t.ok(await userByEmail(app, admin, 'plain@example.com'))
 })
 
