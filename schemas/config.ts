@@ -35,7 +35,7 @@ export const Config = Type.Object(
     EVENT_RETENTION_SECONDS: Int(1, 315_360_000, 2_592_000, 'Events are kept this long, then purged'),
     PURGE_INTERVAL_SECONDS: Int(1, 86_400, 60, 'How often expired sessions and tokens, idempotency keys and events past EVENT_RETENTION_SECONDS are purged, in batches'),
     EMAIL_CODE_TTL_SECONDS: Int(1, 86_400, 600, 'A 6-digit code mailed beside a token (or alone, to sign in) lives this long, never longer than its token'),
-    EMAIL_REVERT_TTL_SECONDS: Int(60, 2_592_000, 604_800, 'A former primary address may take a change of primary back this long: the token and the 6-digit code of its mail live this long'),
+    EMAIL_REVERT_TTL_SECONDS: Int(1, 2_592_000, 604_800, 'A former primary address may take a change of primary back this long: the token and the 6-digit code of its mail live this long'),
     EMAIL_CODE_LOGIN: Bool(true, 'Sign-in by e-mail code (POST /auth/email-codes, grant_type=email_code)'),
     REAUTH_MAX_AGE_SECONDS: Int(1, 31_536_000, 600, 'A user deleting itself must hold a session signed in (by password or e-mail code) less than this long ago'),
     WEBHOOK_TIMEOUT_MS: Int(100, 600_000, 10_000, 'A webhook delivery not answered 2xx within this is retried'),

@@ -168,6 +168,14 @@ t.test('the embedded engine keeps prepared statements, bounded, least recently u
   t.same(db.prepare('select x from t order by x').all([]), [{ x: 1 }, { x: 2 }], 'a kept statement runs with new values')
 })
 
+t.test('every duration in seconds accepts 1, as the contract says (tests run with lifetimes of a few seconds)', async (t) => {
+  const { loadConfig } = await import('../../src/config.js')
+  const { Config } = await import('../../schemas/config.js')
+  const durations = Object.keys(Config.properties).filter((key) => key.endsWith('_SECONDS'))
+  t.ok(durations.includes('EMAIL_REVERT_TTL_SECONDS'))
+  for (const key of durations) t.equal(loadConfig({ DATABASE_URL: 'sqlite::memory:', [key]: '1' })[key as keyof ReturnType<typeof loadConfig>], 1, key)
+})
+
 t.test('logs never carry e-mail addresses; answers carry nosniff', async (t) => {
   const lines: string[] = []
   const { buildApp } = await import('../../src/app.js')
