@@ -1,4 +1,5 @@
 import type { SessionEndReason } from '../../schemas/event.js'
+import { Unauthenticated } from '../common/errors.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
 import { recordEvent, type Cause } from '../events/record.js'
@@ -47,6 +48,16 @@ export async function endSessions(trx: Trx, userId: number, cause: Cause, reason
   let legacy = trx.deleteFrom('tokens').where('user_id', '=', userId).where('session_id', 'is', null)
   if (keep && keep.sessionId === null) legacy = legacy.where('token_hash', '!=', keep.tokenHash)
   await legacy.execute()
+}
+
+/**
+ * UNAUTHENTICATED unless the token the change was asked with still stands, read under the user's lock: a change that
+ * ended the user's sessions (a revert) while this request was on its way holds, and is not undone by it.
+ */
+export async function stillSignedIn(trx: Trx, cause: Cause): Promise<void> {
+  if (cause.token === undefined) return
+  const row = await trx.selectFrom('tokens').select('id').where('token_hash', '=', cause.token).executeTakeFirst()
+  if (!row) throw new Unauthenticated('The session ended while this request was on its way')
 }
 
 /** Ends one session of a user (its row locked before its tokens, as in endSessions); whether there was one. */

@@ -99,5 +99,5 @@ export function causeOf(request: FastifyRequest): Cause {
   const recorded = () => { request.wroteEvents = true }
   if (anonymous) return { actor: { type: 'anonymous', id: null }, requestId: request.id, base, recorded }
   const type = caller.role === 'admin' && target !== caller.id ? 'admin' : 'user'
-  return { actor: { type, id: caller.id }, requestId: request.id, base, recorded }
+  return { actor: { type, id: caller.id }, requestId: request.id, base, recorded, token: caller.tokenHash }
 }

@@ -5,6 +5,7 @@ import {
   claimingStale, findEmail, insertEmail, lockEmail, makePrimary, removeEmail, type EmailRow, type EmailTarget
 } from '../accounts/addresses.js'
 import { presentEmail } from '../accounts/present.js'
+import { stillSignedIn } from '../accounts/sessions.js'
 import { lockUser, pageOfUser, touchUser, userExists } from '../accounts/users.js'
 import { EmailLimit, EmailRequired, EmailUnverified, emailNotFound, invalidField, userNotFound, VersionConflict } from '../common/errors.js'
 import { sameMailbox } from '../common/text.js'
@@ -71,6 +72,7 @@ export class EmailsService {
     await this.mail.allow(client)
     return this.mail.withSlot(userId, address, (slot) => this.mailing(async (trx) => {
       await lockUser(trx, userId)
+      await stillSignedIn(trx, cause)
       const count = await countEmails(trx, userId)
       if (count >= this.options.maxPerUser) throw new EmailLimit(this.options.maxPerUser)
       const now = Date.now()
@@ -95,6 +97,7 @@ export class EmailsService {
     // The slot is given exactly when an address is (below): only a new address can cause a verification mail.
     const run = (slot?: MailSlot) => this.mailing(async (trx) => {
       await lockUser(trx, userId)
+      await stillSignedIn(trx, cause)
       let row = await lockEmail(trx, userId, { id: emailId })
       if (!row) throw missing(userId, { id: emailId })
       mustMatch(row.version, expected)
@@ -123,6 +126,7 @@ export class EmailsService {
     await this.mail.allow(client)
     return this.mail.withSlot(userId, address, (slot) => this.mailing(async (trx) => {
       await lockUser(trx, userId)
+      await stillSignedIn(trx, cause)
       const primary = await lockEmail(trx, userId, 'primary')
       if (primary) {
         mustMatch(primary.version, expected)
@@ -148,6 +152,7 @@ export class EmailsService {
   async remove(userId: number, target: EmailTarget, expected: Expected, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
       await lockUser(trx, userId)
+      await stillSignedIn(trx, cause)
       const row = await lockEmail(trx, userId, target)
       if (!row) throw missing(userId, target)
       mustMatch(row.version, expected)

@@ -11,6 +11,8 @@ export interface Cause {
   base: string
   /** Told each time an event is written for this cause (the request wakes the sequencer once it is answered). */
   recorded?: () => void
+  /** The hash of the access token the request came with, which a change a revert could race checks again. */
+  token?: string
 }
 
 /** A change the service makes by itself (the first admin at start, expiry), outside any request. */

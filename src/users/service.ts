@@ -7,7 +7,7 @@ import { claimingStale, insertEmail } from '../accounts/addresses.js'
 import { deleteIfDue, deleteUser, insertUser, keepAnAdmin, restoreUser, scheduleDeletion } from '../accounts/removal.js'
 import type { Passwords } from '../accounts/secrets.js'
 import { presentUser } from '../accounts/present.js'
-import { endSessions, sessionSignedInAt, type Keep } from '../accounts/sessions.js'
+import { endSessions, sessionSignedInAt, stillSignedIn, type Keep } from '../accounts/sessions.js'
 import { findUserById, lockUserRow, NO_BAN, updateUserRow, type BanColumns, type UserRow } from '../accounts/users.js'
 import type { Caller } from '../auth/caller.js'
 import { DeletionNotScheduled, EmailTaken, Forbidden, invalidField, ReauthRequired, Unauthenticated, userNotFound } from '../common/errors.js'
@@ -39,6 +39,8 @@ interface WriteEffects {
   ending?: (before: UserRow) => { reason: SessionEndReason; keep?: Keep | undefined } | undefined
   /** The change may leave the user no longer an active admin. */
   removesAdmin?: boolean
+  /** The caller's token must still stand under the lock (stillSignedIn): a password a revert raced is not set. */
+  signedIn?: boolean
 }
 
 export interface UsersOptions {
@@ -194,7 +196,7 @@ export class UsersService {
     const passwordHash = await this.passwords.hash(password)
     const keep: Keep | undefined = self ? { sessionId: caller.session_id, tokenHash: caller.tokenHash } : undefined
     await this.write(id, { password_hash: passwordHash, password_set_at: Date.now() }, expected, cause, {
-      type: 'password.changed', ending: () => ({ reason: 'password_changed', keep })
+      type: 'password.changed', ending: () => ({ reason: 'password_changed', keep }), signedIn: true
     })
   }
 
@@ -239,6 +241,7 @@ export class UsersService {
     return inTransaction(this.db, async (trx) => {
       if (effects.removesAdmin) await keepAnAdmin(trx, id)
       const before = await lockUserRow(trx, id)
+      if (effects.signedIn) await stillSignedIn(trx, cause)
       mustMatch(before.version, expected)
       const now = Date.now()
       await updateUserRow(trx, id, { ...changes, updated_at: now })

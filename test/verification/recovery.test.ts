@@ -4,6 +4,9 @@ import t from 'tap'
 import type { App } from '../../src/app.js'
 import { adminUser, assertProblem, bearer, build, markVerified, newUser, type TestUser } from '../helpers.js'
 import { codeIn, TestSmtp, tokenIn } from '../mail/smtp.js'
+import { tokenHash } from '../../src/accounts/secrets.js'
+import { callerLookup } from '../../src/auth/caller.js'
+import type { Cause } from '../../src/events/record.js'
 
 const FAST = { mail: { pollMs: 50 } }
 
@@ -79,6 +82,32 @@ t.test('the former primary removed and claimed by a second account: 409 EMAIL_TA
   t.equal(await app.db.selectFrom('email_reverts').select('id').execute().then((r) => r.length), 0, 'the revert is spent')
   assertProblem(t, await app.inject({ method: 'POST', url: `/users/${second.id}/emails`, headers: second.headers, payload: { address: 'owner@example.com' } }),
     409, 'EMAIL_TAKEN', 'the owner holds it as its address again')
+})
+
+t.test('a change authorised by a session a revert ended on its way is refused: the password and the addresses stay', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url } })
+  const admin = await adminUser(app)
+  const { user, stolen, revertMail } = await takenOver(app, smtp, 'raced@example.com', 'racer@example.com')
+  const spare = await addVerified(app, smtp, user.id, stolen, 'racer-spare@example.com')
+  // The taker's requests passed authentication; the owner's revert commits before their transactions begin.
+  const caller = await callerLookup(app.db)(tokenHash(user.token))
+  if (!caller) throw new Error('the stolen session should stand before the revert')
+  const cause: Cause = { actor: { type: 'user', id: user.id }, requestId: 'raced', base: '', token: caller.tokenHash }
+  t.equal((await app.inject({ method: 'POST', url: '/auth/email-reverts', payload: { token: tokenIn(revertMail) } })).statusCode, 204)
+
+  const refused = async (what: string, change: Promise<unknown>) => {
+    const err = await change.then(() => undefined, (e: unknown) => e)
+    t.match(err, { code: 'UNAUTHENTICATED' }, `${what}: refused`)
+  }
+  await refused('a password', app.services.users.changePassword(caller, user.id, 'racer-password-1', user.password, undefined, 'race', cause))
+  await refused('a primary', app.services.emails.update(user.id, spare, { primary: true }, undefined, null, cause))
+  await refused('an address added', app.services.emails.add(user.id, 'racer-new@example.com', null, cause))
+  await refused('the primary replaced', app.services.emails.placePrimary(user.id, 'racer-other@example.com', undefined, null, cause))
+  await refused('an address removed', app.services.emails.remove(user.id, 'primary', undefined, cause))
+  t.equal((await signIn(app, 'raced@example.com', 'racer-password-1')).statusCode, 401, 'the racing password never signs in')
+  const after = (await addresses(app, admin, user.id)).filter((a) => a.primary || a.verified).map((a) => [a.address, a.primary, a.verified])
+  t.same(after, [['raced@example.com', true, true]], 'the owner\'s address is the one verified primary, as the revert left it')
 })
 
 t.test('a revert undoes what came after the change: addresses added or verified, a password set, codes mailed', async (t) => {
