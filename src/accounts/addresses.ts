@@ -141,9 +141,9 @@ export function lockAddress(trx: Trx, address: string): Promise<EmailRow | undef
 /**
  * After a user's primary address `former` went: its oldest verified remaining address (else its oldest, version
  * 1's rule for a user with no verified address left) becomes primary (`email.primary_changed`), and the user's
- * representation changes.
+ * representation changes. The address made primary, if any is left.
  */
-export async function promoteOldest(trx: Trx, former: EmailRow, now: number, cause: Cause): Promise<void> {
+export async function promoteOldest(trx: Trx, former: EmailRow, now: number, cause: Cause): Promise<EmailRow | undefined> {
   const userId = former.user_id
   const oldest = await trx.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', '=', userId)
     .orderBy(sql`case when verified_at is null then 1 else 0 end`).orderBy('created_at').orderBy('id').limit(1).executeTakeFirst()
@@ -153,13 +153,17 @@ export async function promoteOldest(trx: Trx, former: EmailRow, now: number, cau
       { email_id: former.id, address: former.address })
   }
   await touchUser(trx, userId, now)
+  return oldest
 }
 
-/** Removes an address (`email.removed`, with the address as it was), promoting another if it was the primary. */
-export async function removeEmail(trx: Trx, row: EmailRow, cause: Cause): Promise<void> {
+/**
+ * Removes an address (`email.removed`, with the address as it was), promoting another if it was the primary: the
+ * address promoted, if any.
+ */
+export async function removeEmail(trx: Trx, row: EmailRow, cause: Cause): Promise<EmailRow | undefined> {
   await deleteEmailRow(trx, row.id)
   await recordEvent(trx, cause, 'email.removed', row.user_id, presentEmail(row, cause.base))
-  if (row.primary_user_id !== null) await promoteOldest(trx, row, Date.now(), cause)
+  return row.primary_user_id === null ? undefined : promoteOldest(trx, row, Date.now(), cause)
 }
 
 /** The address's row if it is an unverified claim set at or before `cutoff` (a stale claim), locked (MySQL). */

@@ -146,18 +146,20 @@ export class EmailsService {
   }
 
   /**
-   * Removes an address. Removing the primary promotes the oldest verified remaining address (else the oldest); removing the last one is
-   * EMAIL_REQUIRED while REQUIRE_EMAIL holds.
+   * Removes an address. Removing the primary promotes the oldest verified remaining address (else the oldest), a
+   * change of primary like any other: the former primary is mailed a revert and held for the user meanwhile
+   * (AddressMail). Removing the last one is EMAIL_REQUIRED while REQUIRE_EMAIL holds.
    */
   async remove(userId: number, target: EmailTarget, expected: Expected, cause: Cause): Promise<void> {
-    await inTransaction(this.db, async (trx) => {
+    await this.mailing(async (trx) => {
       await lockUser(trx, userId)
       await stillSignedIn(trx, cause)
       const row = await lockEmail(trx, userId, target)
       if (!row) throw missing(userId, target)
       mustMatch(row.version, expected)
       if (this.options.requireEmail && (await countEmails(trx, userId)) <= 1) throw new EmailRequired()
-      await removeEmail(trx, row, cause)
+      const promoted = await removeEmail(trx, row, cause)
+      if (promoted) await this.mail.primaryChanged(trx, row, promoted.address, Date.now())
     })
   }
 

@@ -84,6 +84,28 @@ t.test('the former primary removed and claimed by a second account: 409 EMAIL_TA
     409, 'EMAIL_TAKEN', 'the owner holds it as its address again')
 })
 
+t.test('the primary removed: the address promoted is a change of primary, mailed a revert and held meanwhile', async (t) => {
+  const smtp = await TestSmtp.start(t)
+  const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url } })
+  const admin = await adminUser(app)
+  const user = await newUser(app, { email: 'removed@example.com' })
+  await markVerified(app, 'removed@example.com')
+  const stolen = user.headers
+  await addVerified(app, smtp, user.id, stolen, 'remover@example.com')
+  const gone = await app.inject({ method: 'DELETE', url: `/users/${user.id}/email`, headers: stolen })
+  t.equal(gone.statusCode, 204, gone.body)
+  t.same((await addresses(app, admin, user.id)).map((a) => [a.address, a.primary]), [['remover@example.com', true]])
+  const revertMail = await smtp.waitFor('removed@example.com', 2)
+  t.match(revertMail.text, 'remover@example.com', 'the mail names the address primary now')
+  const other = await newUser(app)
+  assertProblem(t, await app.inject({ method: 'POST', url: `/users/${other.id}/emails`, headers: other.headers, payload: { address: 'removed@example.com' } }),
+    409, 'EMAIL_TAKEN', 'the removed primary is held for its user')
+  t.equal((await app.inject({ method: 'POST', url: '/auth/email-reverts', payload: { token: tokenIn(revertMail) } })).statusCode, 204)
+  t.same((await addresses(app, admin, user.id)).filter((a) => a.primary).map((a) => [a.address, a.verified]), [['removed@example.com', true]],
+    'the revert re-adds it as the verified primary')
+  t.equal((await app.inject({ method: 'GET', url: `/users/${user.id}`, headers: stolen })).statusCode, 401, 'the session that removed it ended')
+})
+
 t.test('a change authorised by a session a revert ended on its way is refused: the password and the addresses stay', async (t) => {
   const smtp = await TestSmtp.start(t)
   const app = await build(t, { ...FAST, env: { SMTP_URL: smtp.url } })
