@@ -3,7 +3,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify'
 import { callerLookup } from './auth/caller.js'
 import { consoleToken } from './console/session.js'
 import { authenticateStep, authorizeStep } from './auth/steps.js'
-import { multipartStep } from './http/bodies.js'
+import { multipartStep, noBodyStep } from './http/bodies.js'
 import { conditionalGetStep } from './http/conditional.js'
 import { canonicalIdsStep } from './http/ids.js'
 import type { RoutePlan } from './http/methods.js'
@@ -32,6 +32,7 @@ export type Step = { [P in Phase]: { name: string; phase: P; hook: (route: Route
  *   else can refuse it, so that requests refused at validation or authorization count as well;
  * - canonical-ids: ids in the path and the `id` filter as the client wrote them, before validation coerces them;
  * - multipart: a multipart body read into the same plain object every other encoding gives;
+ * - no-body: a write that declares no body refuses one with fields, each unknown to it;
  * - authorize: the route's declared rule (`config.auth`) against the caller and the target user;
  * - idempotency: on POSTs that create or send (`config.idempotent`), a retry with the same Idempotency-Key answers
  *   the first answer again, once the request is known to be allowed and valid;
@@ -47,6 +48,7 @@ export function routeSteps(app: FastifyInstance): Step[] {
     { name: 'rate-limit', phase: 'onRequest', hook: limiter.step },
     { name: 'canonical-ids', phase: 'preValidation', hook: canonicalIdsStep },
     { name: 'multipart', phase: 'preValidation', hook: multipartStep },
+    { name: 'no-body', phase: 'preValidation', hook: noBodyStep },
     { name: 'authorize', phase: 'preHandler', hook: authorizeStep },
     { name: 'idempotency', phase: 'preHandler', hook: idempotencyStep(keys) },
     { name: 'conditional-get', phase: 'onSend', hook: conditionalGetStep },

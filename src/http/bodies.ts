@@ -213,6 +213,30 @@ export function withMultipart(routes: FastifyPluginAsync): FastifyPluginAsync {
   }
 }
 
+/** Writes whose body has a meaning: a DELETE's has none in HTTP, and one sent anyway (a form library's) is ignored. */
+const WRITES = new Set(['POST', 'PUT', 'PATCH'])
+
+/**
+ * The no-body step, for writes that declare no body: fields sent anyway are each unknown to the operation (400, as
+ * any unknown field is), and a bare value or a list is no body it takes. None, an empty one or `{}` passes, as does
+ * a body the route reads itself (an import's stream).
+ */
+export function noBodyStep(route: RouteOptions): preValidationAsyncHookHandler | undefined {
+  if (route.schema?.body !== undefined || ![route.method].flat().some((m) => WRITES.has(m))) return undefined
+  return async (request) => {
+    const body: unknown = request.body
+    if (body === undefined || body === null) return
+    if (typeof body === 'string' || Buffer.isBuffer(body) || Array.isArray(body) || typeof body !== 'object') {
+      if ((typeof body === 'string' || Buffer.isBuffer(body)) && body.length === 0) return
+      throw invalidField('', 'body', 'is not taken by this operation', 'This operation takes no body')
+    }
+    const prototype: unknown = Object.getPrototypeOf(body)
+    if (prototype !== Object.prototype && prototype !== null) return
+    const [field] = Object.keys(body)
+    if (field !== undefined) throw invalidField(`/${field}`, 'body', 'is not a known field', `body /${field} is not a known field: this operation takes no body`)
+  }
+}
+
 /** The multipart step: for routes in a `withMultipart` scope; a request that is not multipart passes. */
 export function multipartStep(_route: RouteOptions, scope: FastifyInstance): preValidationAsyncHookHandler | undefined {
   if (!scope.hasRequestDecorator('isMultipart')) return undefined

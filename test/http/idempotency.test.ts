@@ -174,7 +174,7 @@ t.test('a 5xx is not kept (a retry runs again); a key left running by a request 
   let runs = 0
   const app = await build(t, {
     extend: (app) => {
-      app.post('/test/flaky', { config: { auth: 'public', idempotent: true } }, async (_request, reply) => {
+      app.post('/test/flaky', { config: { auth: 'public', idempotent: true }, schema: { body: { type: 'object', properties: { a: { type: 'number' } } } } }, async (_request, reply) => {
         runs++
         if (failures-- > 0) throw new Error('boom')
         return reply.code(201).send({ runs })
