@@ -1,8 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { bareValue, fileText } from './bodies.js'
 
-/** Largest body a key path accepts: one short value. */
-export const KEY_PATH_BODY_LIMIT = 4096
+/**
+ * Largest body a key path accepts: its longest values (a ban's 500-character reason, two 256-character passwords)
+ * written in JSON's longest escapes, twelve bytes a character (a surrogate pair).
+ */
+export const KEY_PATH_BODY_LIMIT = 8192
 
 /**
  * Lets the routes of this (encapsulated) context take any body: a body of a type without a parser of its own

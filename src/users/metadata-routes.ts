@@ -19,6 +19,9 @@ const metadata: FastifyPluginAsyncTypebox = async (app) => {
   const service = app.services.metadata
   // Merge patches are JSON (RFC 7396), read as the app reads JSON.
   acceptJson(app, MERGE_PATCH)
+  // Three full parts, each written with JSON's escapes (`\u00e9` for é: up to three times its compact bytes), fit:
+  // BODY_LIMIT alone would refuse a write the limits of the parts allow.
+  const bodyLimit = Math.max(app.config.BODY_LIMIT, 3 * 3 * app.config.METADATA_MAX_BYTES + 1024)
 
   app.get('/users/:user_id/metadata', {
     config: { auth: 'self-or-admin' },
@@ -35,6 +38,7 @@ const metadata: FastifyPluginAsyncTypebox = async (app) => {
 
   app.patch('/users/:user_id/metadata', {
     config: { auth: 'self-or-admin' },
+    bodyLimit,
     schema: {
       operationId: 'patchUserMetadata', tags, summary: 'Change a user\'s metadata by a merge patch',
       description: `A JSON merge patch (RFC 7396, \`${MERGE_PATCH}\`; \`application/json\` is read the same way): each part named is merged key by key, deep, a key set to null is removed, a part left out is untouched; a part set to null is emptied. ${WHO} ${LIMITS}`,
@@ -50,6 +54,7 @@ const metadata: FastifyPluginAsyncTypebox = async (app) => {
 
   app.put('/users/:user_id/metadata', {
     config: { auth: 'self-or-admin' },
+    bodyLimit,
     schema: {
       operationId: 'replaceUserMetadata', tags, summary: 'Replace parts of a user\'s metadata',
       description: `Each part named is replaced whole; a part left out is untouched. ${WHO} ${LIMITS}`,

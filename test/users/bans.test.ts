@@ -54,6 +54,11 @@ t.test('a ban without an end, its lifting, and what a status change refuses', as
   const put = (payload: Record<string, unknown>) => app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload })
   assertProblem(t, await put({ status: 'BANNED', until: new Date(Date.now() - 1000).toISOString() }), 400, 'VALIDATION_FAILED', 'an end in the past')
   assertProblem(t, await put({ status: 'BANNED', reason: 'x'.repeat(501) }), 400, 'VALIDATION_FAILED', 'a reason too long')
+  // The longest reason in JSON's longest escapes (a surrogate pair a character, as an ASCII-only encoder writes it).
+  const escaped = JSON.stringify({ status: 'BANNED', reason: '😀'.repeat(500) }).replace(/[\ud800-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`)
+  const longest = await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: { ...admin.headers, 'content-type': 'application/json' }, payload: escaped })
+  t.equal(longest.statusCode, 200, `a reason of 500 characters, ${escaped.length} bytes escaped`)
+  t.equal(longest.json().ban.reason, '😀'.repeat(500))
   assertProblem(t, await put({ status: 'ACTIVE', reason: 'why' }), 400, 'VALIDATION_FAILED', 'a reason without a ban')
   assertProblem(t, await put({ status: 'BANNED', until: 'tomorrow' }), 400, 'VALIDATION_FAILED')
   t.match((await put({ status: 'BANNED' })).json(), { status: 'BANNED', ban: { reason: null, until: null } })

@@ -112,6 +112,16 @@ t.test('a number past a double, or a key __proto__, is refused by name and chang
   t.equal((await send('{"unsafe":{"constructor":"a key like any other","n":1e300}}')).statusCode, 200)
 })
 
+t.test('a PUT of three full parts fits, escaped as an ASCII-only encoder writes them', async (t) => {
+  const { app, admin, ada } = await setup(t)
+  // Each part just under METADATA_MAX_BYTES (8192) as compact JSON; the body holds all three, é written as \u00e9.
+  const part = (c: string) => ({ text: c.repeat(4000) })
+  const body = JSON.stringify({ public: part('é'), private: part('é'), unsafe: part('é') }).replace(/é/g, '\\u00e9')
+  const res = await app.inject({ method: 'PUT', url: url(ada.id), headers: { ...admin.headers, 'content-type': 'application/json' }, payload: body })
+  t.equal(res.statusCode, 200, `${body.length} bytes (${res.body.slice(0, 100)})`)
+  t.equal(res.json().private.text, 'é'.repeat(4000))
+})
+
 t.test('If-Match: a stale version is 412 and changes nothing', async (t) => {
   const { app, admin, ada } = await setup(t)
   t.equal((await patch(app, admin, ada.id, { public: { a: 1 } }, { 'if-match': '"v1"' })).statusCode, 200)
