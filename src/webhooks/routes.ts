@@ -111,11 +111,12 @@ const webhookWrites: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   app.post('/webhooks/:webhook_id/secret', {
-    config: { auth: 'admin' },
+    config: { auth: 'admin', idempotent: true },
     schema: {
       operationId: 'rotateWebhookSecret', tags, summary: 'Rotate a webhook\'s signing secret',
       description: 'A new secret, shown this once. The secret it replaces keeps signing beside it for WEBHOOK_SECRET_OVERLAP_SECONDS from this rotation, so the receiver can switch without refusing a delivery; every secret a rotation answered keeps its own overlap, however many rotations follow it or run beside it.',
-      params: WebhookParams, response: { 201: ref(WebhookSecret), ...problems(400, 401, [404, 'WEBHOOK_NOT_FOUND']) }
+      params: WebhookParams, headers: IdempotencyKey,
+      response: { 201: ref(WebhookSecret), ...problems(400, 401, [404, 'WEBHOOK_NOT_FOUND'], [409, 'IDEMPOTENCY_KEY_IN_USE'], 422) }
     }
   }, async (request, reply) => {
     const secret = await service.rotateSecret(request.params.webhook_id)
@@ -123,11 +124,12 @@ const webhookWrites: FastifyPluginAsyncTypebox = async (app) => {
   })
 
   app.post('/webhooks/:webhook_id/deliveries/:delivery_id/retry', {
-    config: { auth: 'admin' },
+    config: { auth: 'admin', idempotent: true },
     schema: {
       operationId: 'retryWebhookDelivery', tags, summary: 'Send a delivery again now',
       description: 'Pending, delivered or failed: it is sent again at once, and retried as a new delivery would be if it fails.',
-      params: DeliveryParams, response: { 202: NoContent, ...problems(400, 401, [404, 'WEBHOOK_NOT_FOUND', 'DELIVERY_NOT_FOUND']) }
+      params: DeliveryParams, headers: IdempotencyKey,
+      response: { 202: NoContent, ...problems(400, 401, [404, 'WEBHOOK_NOT_FOUND', 'DELIVERY_NOT_FOUND'], [409, 'IDEMPOTENCY_KEY_IN_USE'], 422) }
     }
   }, async (request, reply) => {
     await service.retry(request.params.webhook_id, request.params.delivery_id)

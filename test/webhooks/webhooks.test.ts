@@ -368,6 +368,20 @@ t.test('a rotated secret signs beside the former one during the overlap, and alo
   t.same((await nextDelivery(app, receiver)).verified, [false, true])
 })
 
+t.test('a rotation retried with its Idempotency-Key answers the same secret and rotates once', async (t) => {
+  const app = await build(t, { ...FAST, env: LOCAL })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: 'http://127.0.0.1:9/hook', events: ['user.created'] })
+  const post = () => app.inject({ method: 'POST', url: `/webhooks/${hook.id}/secret`, headers: { ...admin.headers, 'idempotency-key': 'rotate-once' } })
+  const [first, again] = [await post(), await post()]
+  t.equal(first.statusCode, 201, first.body)
+  t.equal(again.statusCode, 201)
+  t.equal(again.headers['idempotent-replayed'], 'true')
+  t.equal(again.json().secret, first.json().secret, 'the same secret, not a second one')
+  const secrets = await app.db.selectFrom('webhook_secrets').select('id').where('webhook_id', '=', hook.id).execute()
+  t.equal(secrets.length, 2, 'the creation\'s secret and one rotation')
+})
+
 t.test('parallel rotations: every secret answered signs, and so does the one before them', async (t) => {
   const receiver = await Receiver.start(t)
   const app = await build(t, { ...FAST, env: LOCAL })
@@ -443,9 +457,15 @@ t.test('a webhook failing long enough is disabled; re-enabled, it gets what wait
 
   const one = (await deliveries(app, admin, hook.id))[0]!
   const count = receiver.received.filter((r) => r.id === one.event_id).length
-  const retried = await app.inject({ method: 'POST', url: `/webhooks/${hook.id}/deliveries/${one.id}/retry`, headers: admin.headers })
+  const retry = () => app.inject({ method: 'POST', url: `/webhooks/${hook.id}/deliveries/${one.id}/retry`, headers: { ...admin.headers, 'idempotency-key': 'retry-once' } })
+  const retried = await retry()
   t.equal(retried.statusCode, 202)
   await until('sent again', () => receiver.received.filter((r) => r.id === one.event_id).length === count + 1)
+  const replayed = await retry()
+  t.equal(replayed.statusCode, 202)
+  t.equal(replayed.headers['idempotent-replayed'], 'true', 'a retry of the retry, with its key, is answered again')
+  await new Promise((r) => setTimeout(r, 300))
+  t.equal(receiver.received.filter((r) => r.id === one.event_id).length, count + 1, 'and sends nothing more')
 
   t.equal((await app.inject({ method: 'DELETE', url: `/webhooks/${hook.id}`, headers: admin.headers })).statusCode, 204)
   const before = receiver.received.length
