@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import type { Expected } from '../common/versions.js'
 
 /** Strong ETag of a versioned resource. */
@@ -27,4 +28,15 @@ export function noneMatch(header: string | undefined, etag: string): boolean {
   if (header.trim() === '*') return true
   const bare = etag.replace(/^W\//, '')
   return header.split(',').some((t) => t.trim().replace(/^W\//, '') === bare)
+}
+
+/** Strong ETag of a resource without a version: a digest of its representation. */
+export function contentTag(representation: unknown): string {
+  return `"${createHash('sha1').update(JSON.stringify(representation)).digest('base64url')}"`
+}
+
+/** Whether an If-Match header allows a write to the resource now tagged `tag` (strong comparison, RFC 9110 13.1.1). */
+export function ifMatchAllows(header: string | undefined, tag: string): boolean {
+  if (header === undefined || header.trim() === '*') return true
+  return header.split(',').some((t) => t.trim() === tag)
 }

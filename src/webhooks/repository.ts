@@ -48,12 +48,12 @@ export async function updateWebhook(db: Db | Trx, id: number, changes: Updateabl
 
 /**
  * Locks a webhook's row for the rest of the transaction (MySQL; SQLite's writers take turns by themselves): its
- * secrets' rotations take it first, so that they follow one another. Whether there is one.
+ * changes and its secrets' rotations take it first, so that they follow one another. The webhook, if there is one.
  */
-export async function lockWebhook(trx: Trx, id: number): Promise<boolean> {
-  let q = trx.selectFrom('webhooks').select('id').where('id', '=', id)
+export function lockWebhook(trx: Trx, id: number): Promise<WebhookRow | undefined> {
+  let q = trx.selectFrom('webhooks').selectAll().where('id', '=', id)
   if (locksRows(trx)) q = q.forUpdate()
-  return (await q.executeTakeFirst()) !== undefined
+  return q.executeTakeFirst()
 }
 
 /** Adds a webhook's current secret, beside any others it has. */

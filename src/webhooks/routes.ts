@@ -6,8 +6,10 @@ import {
   WebhookSecret, WebhookWithSecret
 } from '../../schemas/webhook.js'
 import { withMultipart } from '../http/bodies.js'
-import { FORM_TYPES, IdempotencyKey, NoContent, pageUnder, problems } from '../http/responses.js'
+import { contentTag, ifMatchAllows } from '../http/etag.js'
+import { FORM_TYPES, IdempotencyKey, IfMatch, NoContent, pageUnder, problems } from '../http/responses.js'
 import { presentDelivery, presentWebhook } from './present.js'
+import type { WebhookRow } from './repository.js'
 
 const tags = ['webhooks']
 
@@ -35,7 +37,11 @@ const webhooks: FastifyPluginAsyncTypebox = async (app) => {
       operationId: 'getWebhook', tags, summary: 'Read a webhook', description: 'Its secret is never shown again after its creation or rotation.',
       params: WebhookParams, response: { 200: ref(Webhook), ...problems(400, 401, [404, 'WEBHOOK_NOT_FOUND']) }
     }
-  }, async (request) => presentWebhook(await service.get(request.params.webhook_id), base))
+  }, async (request, reply) => {
+    const shown = presentWebhook(await service.get(request.params.webhook_id), base)
+    reply.header('etag', contentTag(shown))
+    return shown
+  })
 
   app.get('/webhooks/:webhook_id/deliveries', {
     config: { auth: 'admin' },
@@ -73,6 +79,8 @@ const webhookWrites: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
   const service = app.services.webhooks
   const urlProblems = [400, 'VALIDATION_FAILED', 'INVALID_WEBHOOK_URL'] as [400, 'VALIDATION_FAILED', 'INVALID_WEBHOOK_URL']
+  /** If-Match against a webhook as it stands: a webhook has no version, its tag is a digest of what GET shows. */
+  const allowedBy = (header: string | undefined) => (current: WebhookRow) => ifMatchAllows(header, contentTag(presentWebhook(current, base)))
 
   app.post('/webhooks', {
     config: { auth: 'admin', idempotent: true },
@@ -93,20 +101,24 @@ const webhookWrites: FastifyPluginAsyncTypebox = async (app) => {
     schema: {
       operationId: 'replaceWebhook', tags, consumes: FORM_TYPES, summary: 'Change a webhook, or enable it again',
       description: 'The URL is checked as at creation. `enabled: true` on a disabled webhook enables it again: its waiting deliveries go, and new events are sent to it.',
-      params: WebhookParams, body: ref(WebhookReplacement),
-      response: { 200: ref(Webhook), ...problems(urlProblems, 401, [404, 'WEBHOOK_NOT_FOUND'], 413, 415) }
+      params: WebhookParams, headers: IfMatch, body: ref(WebhookReplacement),
+      response: { 200: ref(Webhook), ...problems(urlProblems, 401, [404, 'WEBHOOK_NOT_FOUND'], 412, 413, 415) }
     }
-  }, async (request) => presentWebhook(await service.replace(request.params.webhook_id, request.body), base))
+  }, async (request, reply) => {
+    const shown = presentWebhook(await service.replace(request.params.webhook_id, request.body, allowedBy(request.headers['if-match'])), base)
+    reply.header('etag', contentTag(shown))
+    return shown
+  })
 
   app.delete('/webhooks/:webhook_id', {
     config: { auth: 'admin' },
     schema: {
-      operationId: 'deleteWebhook', tags, summary: 'Delete a webhook', params: WebhookParams,
+      operationId: 'deleteWebhook', tags, summary: 'Delete a webhook', params: WebhookParams, headers: IfMatch,
       description: 'Nothing more is sent to it, not even what was waiting; its deliveries are deleted with it.',
-      response: { 204: NoContent, ...problems(400, 401, [404, 'WEBHOOK_NOT_FOUND']) }
+      response: { 204: NoContent, ...problems(400, 401, [404, 'WEBHOOK_NOT_FOUND'], 412) }
     }
   }, async (request, reply) => {
-    await service.remove(request.params.webhook_id)
+    await service.remove(request.params.webhook_id, allowedBy(request.headers['if-match']))
     return reply.code(204).send(null)
   })
 

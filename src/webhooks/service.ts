@@ -1,5 +1,5 @@
 import type { NewWebhook, WebhookReplacement, DeliveryStatus } from '../../schemas/webhook.js'
-import { InvalidInput, NotFound } from '../common/errors.js'
+import { InvalidInput, NotFound, VersionConflict } from '../common/errors.js'
 import type { Db } from '../database/index.js'
 import { inTransaction } from '../database/transaction.js'
 import { typesOf } from '../events/types.js'
@@ -71,20 +71,33 @@ export class WebhooksService {
     return (await findWebhook(this.db, id)) ?? Promise.reject(webhookNotFound(id))
   }
 
-  /** Replaces a webhook; enabling it again clears why it was disabled, and its run of failures. */
-  async replace(id: number, input: WebhookReplacement): Promise<WebhookRow> {
+  /**
+   * Replaces a webhook if `allows` it as it stands (If-Match; PRECONDITION_FAILED otherwise); enabling it again
+   * clears why it was disabled, and its run of failures.
+   */
+  async replace(id: number, input: WebhookReplacement, allows: (current: WebhookRow) => boolean = () => true): Promise<WebhookRow> {
     const events = this.subscription(input.events)
     const url = await this.destination(input.url)
     const enabled = input.enabled ? 1 : 0
     const reenabled = input.enabled ? { disabled_reason: null, failing_since: null } : {}
-    const changed = await updateWebhook(this.db, id, { url, events, enabled, description: input.description ?? '', updated_at: Date.now(), ...reenabled })
-    if (!changed) throw webhookNotFound(id)
+    await inTransaction(this.db, async (trx) => {
+      const current = await lockWebhook(trx, id)
+      if (!current) throw webhookNotFound(id)
+      if (!allows(current)) throw new VersionConflict()
+      await updateWebhook(trx, id, { url, events, enabled, description: input.description ?? '', updated_at: Date.now(), ...reenabled })
+    })
     if (input.enabled) this.options.wake()
     return this.get(id)
   }
 
-  async remove(id: number): Promise<void> {
-    if (!(await inTransaction(this.db, (trx) => deleteWebhook(trx, id)))) throw webhookNotFound(id)
+  /** Deletes a webhook if `allows` it as it stands (If-Match; PRECONDITION_FAILED otherwise). */
+  async remove(id: number, allows: (current: WebhookRow) => boolean = () => true): Promise<void> {
+    await inTransaction(this.db, async (trx) => {
+      const current = await lockWebhook(trx, id)
+      if (!current) throw webhookNotFound(id)
+      if (!allows(current)) throw new VersionConflict()
+      await deleteWebhook(trx, id)
+    })
   }
 
   /**

@@ -108,6 +108,32 @@ t.test('webhooks are managed by admins; bad URLs and unknown event types are ref
   assertProblem(t, await app.inject({ url: `/webhooks/${hook.id}`, headers: admin.headers }), 404, 'WEBHOOK_NOT_FOUND')
 })
 
+t.test('a PUT or DELETE of a webhook with a stale If-Match is 412 and changes nothing', async (t) => {
+  const { resolve } = resolver()
+  const app = await build(t, { webhooks: { resolve } })
+  const admin = await adminUser(app)
+  const hook = await createWebhook(app, admin, { url: 'https://hooks.example/roster', events: ['user.*'] })
+  const read = async () => app.inject({ url: `/webhooks/${hook.id}`, headers: admin.headers })
+  const tag = String((await read()).headers.etag)
+  t.equal((await app.inject({ url: `/webhooks/${hook.id}`, headers: { ...admin.headers, 'if-none-match': tag } })).statusCode, 304, 'the tag is the one a GET checks')
+  const put = (ifMatch: string, description: string) => app.inject({
+    method: 'PUT', url: `/webhooks/${hook.id}`, headers: { ...admin.headers, 'if-match': ifMatch },
+    payload: { url: 'https://hooks.example/roster', events: ['user.*'], enabled: true, description }
+  })
+  const changed = await put(tag, 'first')
+  t.equal(changed.statusCode, 200, changed.body)
+  t.not(changed.headers.etag, tag, 'a change is a new tag')
+  t.equal(changed.headers.etag, (await read()).headers.etag, 'the answer carries the tag a GET then gives')
+  assertProblem(t, await put(tag, 'second'), 412, 'PRECONDITION_FAILED', 'a stale tag')
+  assertProblem(t, await put('"stale"', 'second'), 412, 'PRECONDITION_FAILED', 'a tag never given')
+  t.equal((await read()).json().description, 'first', 'the refused PUT changed nothing')
+  assertProblem(t, await app.inject({ method: 'DELETE', url: `/webhooks/${hook.id}`, headers: { ...admin.headers, 'if-match': tag } }), 412, 'PRECONDITION_FAILED')
+  t.equal((await read()).statusCode, 200, 'the refused DELETE deleted nothing')
+  const current = String((await read()).headers.etag)
+  t.equal((await app.inject({ method: 'DELETE', url: `/webhooks/${hook.id}`, headers: { ...admin.headers, 'if-match': current } })).statusCode, 204)
+  t.equal((await read()).statusCode, 404)
+})
+
 t.test('an IPv6 address that embeds IPv4 is judged by the IPv4 it embeds', async (t) => {
   const { resolve } = resolver()
   const app = await build(t, { webhooks: { resolve } })
