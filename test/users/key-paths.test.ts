@@ -1,5 +1,6 @@
 import t from 'tap'
 import type { App } from '../../src/app.js'
+import { KEY_PATH_BODY_LIMIT } from '../../src/http/key-path.js'
 import { adminUser, assertProblem, build, form, multipart, newUser, type TestUser } from '../helpers.js'
 
 interface Encoding {
@@ -63,9 +64,9 @@ t.test('the same validation and errors whatever the encoding', async (t) => {
     const blank = await put(app, user, `/users/${user.id}/name`, enc.body('name', '   '))
     assertProblem(t, blank, 400, 'VALIDATION_FAILED', `blank name, ${enc.name}`)
   }
-  const huge = await put(app, user, `/users/${user.id}/name`, { payload: Buffer.alloc(5000, 'a'), headers: { 'content-type': 'application/octet-stream' } })
+  const huge = await put(app, user, `/users/${user.id}/name`, { payload: Buffer.alloc(KEY_PATH_BODY_LIMIT + 1, 'a'), headers: { 'content-type': 'application/octet-stream' } })
   assertProblem(t, huge, 413, 'PAYLOAD_TOO_LARGE', 'oversized raw body')
-  const hugeJson = await put(app, user, `/users/${user.id}/name`, { payload: JSON.stringify({ name: 'a'.repeat(5000) }), headers: { 'content-type': 'application/json' } })
+  const hugeJson = await put(app, user, `/users/${user.id}/name`, { payload: JSON.stringify({ name: 'a'.repeat(KEY_PATH_BODY_LIMIT) }), headers: { 'content-type': 'application/json' } })
   assertProblem(t, hugeJson, 413, 'PAYLOAD_TOO_LARGE', 'oversized JSON body')
   const hugeFile = await put(app, user, `/users/${user.id}/name`, multipart({ name: { filename: 'n.txt', content: Buffer.alloc(5000, 'a') } }))
   assertProblem(t, hugeFile, 413, 'PAYLOAD_TOO_LARGE', 'oversized multipart file')
