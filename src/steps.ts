@@ -32,7 +32,7 @@ export type Step = { [P in Phase]: { name: string; phase: P; hook: (route: Route
  *   else can refuse it, so that requests refused at validation or authorization count as well;
  * - canonical-ids: ids in the path and the `id` filter as the client wrote them, before validation coerces them;
  * - multipart: a multipart body read into the same plain object every other encoding gives;
- * - no-body: a write that declares no body refuses one with fields, each unknown to it;
+ * - no-body: a POST, PUT or PATCH that declares no body refuses fields sent to it, each unknown to it;
  * - authorize: the route's declared rule (`config.auth`) against the caller and the target user;
  * - idempotency: on POSTs that create or send (`config.idempotent`), a retry with the same Idempotency-Key answers
  *   the first answer again, once the request is known to be allowed and valid;

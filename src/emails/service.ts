@@ -33,6 +33,15 @@ async function writtenEmail(trx: Trx, userId: number, emailId: number): Promise<
 }
 
 /**
+ * The user locked, and the caller's token checked under that lock: a revert that ended the session while the request
+ * was on its way wins, and the write is refused.
+ */
+async function lockSignedIn(trx: Trx, userId: number, cause: Cause): Promise<void> {
+  await lockUser(trx, userId)
+  await stillSignedIn(trx, cause)
+}
+
+/**
  * The rules about a user's addresses: how many, which is primary, which may go. Every write locks the user row
  * first, so writes to one user's addresses are serialised and the count and primary checks hold.
  */
@@ -71,8 +80,7 @@ export class EmailsService {
   async add(userId: number, address: string, client: string | null, cause: Cause): Promise<EmailRow> {
     await this.mail.allow(client)
     return this.mail.withSlot(userId, address, (slot) => this.mailing(async (trx) => {
-      await lockUser(trx, userId)
-      await stillSignedIn(trx, cause)
+      await lockSignedIn(trx, userId, cause)
       const count = await countEmails(trx, userId)
       if (count >= this.options.maxPerUser) throw new EmailLimit(this.options.maxPerUser)
       const now = Date.now()
@@ -96,8 +104,7 @@ export class EmailsService {
     if (change.address !== undefined || change.primary === true) await this.mail.allow(client)
     // The slot is given exactly when an address is (below): only a new address can cause a verification mail.
     const run = (slot?: MailSlot) => this.mailing(async (trx) => {
-      await lockUser(trx, userId)
-      await stillSignedIn(trx, cause)
+      await lockSignedIn(trx, userId, cause)
       let row = await lockEmail(trx, userId, { id: emailId })
       if (!row) throw missing(userId, { id: emailId })
       mustMatch(row.version, expected)
@@ -125,8 +132,7 @@ export class EmailsService {
   ): Promise<{ row: EmailRow; created: boolean }> {
     await this.mail.allow(client)
     return this.mail.withSlot(userId, address, (slot) => this.mailing(async (trx) => {
-      await lockUser(trx, userId)
-      await stillSignedIn(trx, cause)
+      await lockSignedIn(trx, userId, cause)
       const primary = await lockEmail(trx, userId, 'primary')
       if (primary) {
         mustMatch(primary.version, expected)
@@ -152,8 +158,7 @@ export class EmailsService {
    */
   async remove(userId: number, target: EmailTarget, expected: Expected, cause: Cause): Promise<void> {
     await this.mailing(async (trx) => {
-      await lockUser(trx, userId)
-      await stillSignedIn(trx, cause)
+      await lockSignedIn(trx, userId, cause)
       const row = await lockEmail(trx, userId, target)
       if (!row) throw missing(userId, target)
       mustMatch(row.version, expected)

@@ -11,7 +11,7 @@ export interface Cause {
   base: string
   /** Told each time an event is written for this cause (the request wakes the sequencer once it is answered). */
   recorded?: () => void
-  /** The hash of the access token the request came with, which a change a revert could race checks again. */
+  /** The hash of the access token the request came with: a write a revert could race checks it again (stillSignedIn). */
   token?: string
 }
 

@@ -1,6 +1,7 @@
 import { sql, type RawBuilder, type SqlBool } from 'kysely'
 import { parse, type Compare, type Filter } from 'scim2-parse-filter'
 import { Forbidden, InvalidInput } from '../common/errors.js'
+import { isTimestamp } from '../common/formats.js'
 import { foldedKey } from '../common/text.js'
 import type { DialectName } from '../database/index.js'
 import { likeEscape } from '../database/sql.js'
@@ -251,16 +252,6 @@ function booleanOf(node: Compare, name: string): boolean {
   throw invalidFilter(`The filter compares ${name} with ${JSON.stringify(v)}: a boolean is needed`)
 }
 
-/** RFC 3339's date-time (a zone required: without one, `Date.parse` reads the host's), as milliseconds, or NaN. */
-const RFC_3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$/
-function rfc3339(text: string): number {
-  const m = RFC_3339.exec(text)
-  if (!m) return NaN
-  // Date.parse rolls a day past its month's end (30 February) into the next month.
-  const day = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])))
-  return day.getUTCMonth() === Number(m[2]) - 1 && day.getUTCDate() === Number(m[3]) ? Date.parse(text) : NaN
-}
-
 const OPERATORS = { eq: '=', ne: '<>', gt: '>', ge: '>=', lt: '<', le: '<=' } as const
 
 function stringValue(node: Compare): string {
@@ -297,7 +288,9 @@ function compare(node: Compare | { op: 'pr'; attrPath: string }, kind: Kind): Ra
     case 'time': {
       if (node.op === 'pr') return sql<SqlBool>`1 = 1`
       if (node.op === 'co' || node.op === 'sw' || node.op === 'ew') throw invalidFilter(`The filter compares the time ${node.attrPath} with ${node.op}`)
-      const at = rfc3339(stringValue(node))
+      // Checked as the API's schemas check a time: without a zone Date.parse reads the host's, and it rolls 30 February on.
+      const text = stringValue(node)
+      const at = isTimestamp(text) ? Date.parse(text) : NaN
       if (!Number.isFinite(at)) throw invalidFilter(`The filter compares ${node.attrPath} with ${JSON.stringify(node.compValue)}: an RFC 3339 time is needed`)
       return sql<SqlBool>`${sql.ref(kind.column)} ${sql.raw(OPERATORS[node.op])} ${at}`
     }

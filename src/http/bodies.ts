@@ -225,9 +225,8 @@ export function noBodyStep(route: RouteOptions): preValidationAsyncHookHandler |
   if (route.schema?.body !== undefined || ![route.method].flat().some((m) => WRITES.has(m))) return undefined
   return async (request) => {
     const body: unknown = request.body
-    if (body === undefined || body === null) return
-    if (typeof body === 'string' || Buffer.isBuffer(body) || Array.isArray(body) || typeof body !== 'object') {
-      if ((typeof body === 'string' || Buffer.isBuffer(body)) && body.length === 0) return
+    if (body === undefined || body === null || ((typeof body === 'string' || Buffer.isBuffer(body)) && body.length === 0)) return
+    if (typeof body !== 'object' || Buffer.isBuffer(body) || Array.isArray(body)) {
       throw invalidField('', 'body', 'is not taken by this operation', 'This operation takes no body')
     }
     const prototype: unknown = Object.getPrototypeOf(body)

@@ -1,13 +1,12 @@
-import { createHash } from 'node:crypto'
 import type { FastifyReply, FastifyRequest, onSendAsyncHookHandler, RouteOptions } from 'fastify'
-import { noneMatch } from './etag.js'
+import { digestTag, noneMatch } from './etag.js'
 
 async function conditional(request: FastifyRequest, reply: FastifyReply, payload: unknown): Promise<unknown> {
   if (reply.statusCode !== 200) return payload
   let etag = reply.getHeader('etag') as string | undefined
   if (etag === undefined) {
     if (typeof payload !== 'string' && !Buffer.isBuffer(payload)) return payload
-    etag = `"${createHash('sha1').update(payload).digest('base64url')}"`
+    etag = digestTag(payload)
     reply.header('etag', etag)
   }
   if (!noneMatch(request.headers['if-none-match'], etag)) return payload

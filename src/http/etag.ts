@@ -30,10 +30,13 @@ export function noneMatch(header: string | undefined, etag: string): boolean {
   return header.split(',').some((t) => t.trim().replace(/^W\//, '') === bare)
 }
 
-/** Strong ETag of a resource without a version: a digest of its representation. */
-export function contentTag(representation: unknown): string {
-  return `"${createHash('sha1').update(JSON.stringify(representation)).digest('base64url')}"`
+/** Strong ETag of content without a version: a digest of its bytes. */
+export function digestTag(content: string | Buffer): string {
+  return `"${createHash('sha1').update(content).digest('base64url')}"`
 }
+
+/** Strong ETag of a resource without a version, from its representation rather than the bytes it is sent as. */
+export const contentTag = (representation: unknown): string => digestTag(JSON.stringify(representation))
 
 /** Whether an If-Match header allows a write to the resource now tagged `tag` (strong comparison, RFC 9110 13.1.1). */
 export function ifMatchAllows(header: string | undefined, tag: string): boolean {
