@@ -306,6 +306,12 @@ export interface ScimTokensTable {
   last_used_at: number | null
 }
 
+/** How many users there are (migration 0018): the sum over the slots; a user's id picks the slot its writes move. */
+export interface UserTallyTable {
+  slot: number
+  users: number
+}
+
 /** A user's metadata (users/metadata): each part a JSON object as compact JSON text; no row is three empty parts. */
 export interface UserMetadataTable {
   user_id: number
@@ -321,6 +327,7 @@ export interface Database {
   users: UsersTable
   user_metadata: UserMetadataTable
   scim_tokens: ScimTokensTable
+  user_tally: UserTallyTable
   emails: EmailsTable
   tokens: TokensTable
   sessions: SessionsTable

@@ -13,6 +13,7 @@ import type { EmailsTable, RefreshTokensTable, SessionsTable, TokensTable, Users
 import { loadConfig } from '../src/config.js'
 import { createDatabase } from '../src/database/index.js'
 import { newToken, Passwords } from '../src/accounts/secrets.js'
+import { tallyUsers } from '../src/accounts/tally.js'
 import { foldedKey } from '../src/common/text.js'
 
 const FIRST = ['Ada', 'Grace', 'Alan', 'Edsger', 'Barbara', 'Donald', 'Margaret', 'Ken', 'Dennis', 'Radia', 'Leslie',
@@ -94,6 +95,7 @@ export async function seed(options: SeedOptions): Promise<{ users: number; email
       }
       await db.transaction().execute(async (trx) => {
         await trx.insertInto('users').values(users).execute()
+        await tallyUsers(trx, users[0]!.id, users.length)
         for (let at = 0; at < rows.length; at += INSERT_ROWS) await trx.insertInto('emails').values(rows.slice(at, at + INSERT_ROWS)).execute()
         await trx.insertInto('sessions').values(sessions).execute()
         await trx.insertInto('tokens').values(tokens).execute()

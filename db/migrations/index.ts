@@ -16,6 +16,7 @@ import * as m0014 from './0014_scim.js'
 import * as m0015 from './0015_metadata.js'
 import * as m0016 from './0016_privacy.js'
 import * as m0017 from './0017_idempotency_user.js'
+import * as m0018 from './0018_user_tally.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
@@ -35,7 +36,8 @@ export const migrations: Record<string, Migration> = {
   '0014_scim': m0014,
   '0015_metadata': m0015,
   '0016_privacy': m0016,
-  '0017_idempotency_user': m0017
+  '0017_idempotency_user': m0017,
+  '0018_user_tally': m0018
 }
 
 export const migrationProvider: MigrationProvider = {

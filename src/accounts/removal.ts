@@ -9,6 +9,7 @@ import { deleteUserEmailTokens } from './address-tokens.js'
 import { deleteUserEmails } from './addresses.js'
 import { forgetUser } from './erasure.js'
 import { endSessions } from './sessions.js'
+import { tallyUsers } from './tally.js'
 import { presentUser } from './present.js'
 import { lockUserRow, updateUserRow, type UserRow } from './users.js'
 
@@ -17,7 +18,9 @@ import { lockUserRow, updateUserRow, type UserRow } from './users.js'
 /** Inserts a user row; its id. */
 export async function insertUser(trx: Trx, values: Insertable<UsersTable>): Promise<number> {
   const inserted = await trx.insertInto('users').values(values).executeTakeFirstOrThrow()
-  return Number(inserted.insertId)
+  const id = Number(inserted.insertId)
+  await tallyUsers(trx, id, 1)
+  return id
 }
 
 /**
@@ -46,6 +49,7 @@ export async function deleteUser(trx: Trx, id: number, expected: Expected, cause
   const addresses = (await trx.selectFrom('emails').select('address').where('user_id', '=', id).execute()).map((r) => r.address)
   await deleteUserEmails(trx, id)
   await trx.deleteFrom('users').where('id', '=', id).execute()
+  await tallyUsers(trx, id, -1)
   await forgetUser(trx, id, addresses, Date.now())
 }
 

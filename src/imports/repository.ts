@@ -1,6 +1,7 @@
 import { CompiledQuery, sql, type Insertable, type Selectable } from 'kysely'
 import type { EmailsTable, ImportErrorsTable, ImportsTable, UsersTable } from '../../db/types.js'
 import { EMAIL_COLUMNS } from '../accounts/addresses.js'
+import { tallyUsers } from '../accounts/tally.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
 import { locksRows } from '../database/transaction.js'
@@ -202,7 +203,7 @@ export async function insertUserRows(trx: Trx, rows: Array<Insertable<UsersTable
     const first = Math.max(Number(last ?? 0), Number(seq.rows[0]?.seq ?? 0)) + 1
     const ids = rows.map((_, i) => first + i)
     await trx.insertInto('users').values(rows.map((row, i) => ({ ...row, id: ids[i] }))).execute()
-    return ids
+    return tallied(trx, ids)
   }
   const adapter = trx.getExecutor().adapter
   if (returning.get(adapter) !== false) {
@@ -213,7 +214,7 @@ export async function insertUserRows(trx: Trx, rows: Array<Insertable<UsersTable
       if (inserted.rows.length !== rows.length) throw new Error(`RETURNING gave ${inserted.rows.length} ids for ${rows.length} users`)
       returning.set(adapter, true)
       // Auto-increment ids rise in the order of the VALUES: sorted, they pair with the rows whatever order RETURNING keeps.
-      return inserted.rows.map((r) => Number(r.id)).sort((a, b) => a - b)
+      return tallied(trx, inserted.rows.map((r) => Number(r.id)).sort((a, b) => a - b))
     } catch (err) {
       if ((err as { errno?: number }).errno !== ER_PARSE_ERROR) throw err
       returning.set(adapter, false)
@@ -221,6 +222,12 @@ export async function insertUserRows(trx: Trx, rows: Array<Insertable<UsersTable
   }
   const ids: number[] = []
   for (const row of rows) ids.push(Number((await trx.insertInto('users').values(row).executeTakeFirstOrThrow()).insertId))
+  return tallied(trx, ids)
+}
+
+/** The new users' ids, once counted in the tally (in one slot: only the sum is read). */
+async function tallied(trx: Trx, ids: number[]): Promise<number[]> {
+  await tallyUsers(trx, ids[0]!, ids.length)
   return ids
 }
 const ER_PARSE_ERROR = 1064

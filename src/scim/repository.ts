@@ -3,6 +3,7 @@ import type { ScimTokensTable, UsersTable } from '../../db/types.js'
 import type { FilterNode } from '../filter/index.js'
 import { scimUserFilter } from '../filter/index.js'
 import { EMAIL_COLUMNS, type EmailRow } from '../accounts/addresses.js'
+import { talliedUsers } from '../accounts/tally.js'
 import { USER_COLUMNS, type UserRow } from '../accounts/users.js'
 import { foldedKey } from '../common/text.js'
 import type { Db, Trx } from '../database/index.js'
@@ -61,7 +62,8 @@ export async function findScimUser(db: Db | Trx, id: number): Promise<ScimUserRo
 
 /**
  * One page of the users a filter selects, in id order, from `offset`, and how many it selects in all. A page that
- * ends short tells the total itself (a directory's lookup of one user is one query); a full or empty one counts.
+ * ends short tells the total itself (a directory's lookup of one user is one query); a full or empty one counts, or
+ * without a filter reads the tally (a directory paging through every user would otherwise count them once a page).
  */
 export async function listScimUsers(db: Db, filter: FilterNode | undefined, offset: number, count: number): Promise<{ total: number; rows: ScimUserRow[] }> {
   const where = filter ? scimUserFilter(filter) : undefined
@@ -69,10 +71,13 @@ export async function listScimUsers(db: Db, filter: FilterNode | undefined, offs
   if (where) page = page.where(where)
   const rows = count === 0 ? [] : await page.execute()
   if (rows.length > 0 && rows.length < count) return { total: offset + rows.length, rows: await withEmails(db, rows) }
-  let counting = db.selectFrom('users').select((eb) => eb.fn.countAll<number | string | bigint>().as('n'))
-  if (where) counting = counting.where(where)
-  const total = Number((await counting.executeTakeFirstOrThrow()).n)
+  const total = where ? await countUsers(db, where) : await talliedUsers(db)
   return { total, rows: await withEmails(db, rows) }
+}
+
+async function countUsers(db: Db, where: ReturnType<typeof scimUserFilter>): Promise<number> {
+  const row = await db.selectFrom('users').select((eb) => eb.fn.countAll<number | string | bigint>().as('n')).where(where).executeTakeFirstOrThrow()
+  return Number(row.n)
 }
 
 /** The user holding this external id, locked (MySQL). */

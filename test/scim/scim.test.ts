@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto'
+import { sql } from 'kysely'
 import t, { type Test } from 'tap'
 import type { App } from '../../src/app.js'
-import { adminUser, assertProblem, bearer, build, login, newUser } from '../helpers.js'
+import { adminUser, assertProblem, bearer, build, login, migratingDatabase, newUser } from '../helpers.js'
 
 const USER = 'urn:ietf:params:scim:schemas:core:2.0:User'
 const PATCH = 'urn:ietf:params:scim:api:messages:2.0:PatchOp'
@@ -399,4 +400,49 @@ t.test('an admin\'s token acts as the admin; the last admin is kept', async (t) 
   const off = await scim(app, admin, 'PATCH', `/Users/${admin.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: false } }] })
   assertScimError(t, off, 409)
   assertScimError(t, await scim(app, admin, 'DELETE', `/Users/${admin.id}`), 409)
+})
+
+t.test('the total of an unfiltered list counts every user, however it came and went', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  const total = async () => (await scim(app, idp, 'GET', '/Users?count=0')).json().totalResults
+  const counted = async () => Number((await app.db.selectFrom('users').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)
+  const agrees = async (what: string) => t.equal(await total(), await counted(), what)
+  await agrees('the admin made at start')
+  const signedUp = await newUser(app)
+  await agrees('a sign-up')
+  const byScim = Number((await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'dir@example.com' })).json().id)
+  await agrees('a SCIM create')
+  t.equal((await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'dir@example.com' })).statusCode, 409)
+  await agrees('not a refused one')
+  const lines = ['a', 'b', 'c', 'a'].map((n) => JSON.stringify({ email: `${n}@imported.example`, name: n })).join('\n') + '\n'
+  const started = await app.inject({ method: 'POST', url: '/imports', headers: { ...idp.admin.headers, 'content-type': 'application/x-ndjson' }, payload: lines })
+  t.equal(started.statusCode, 202)
+  for (let i = 0; i < 500; i++) {
+    const status = (await app.inject({ url: started.headers.location as string, headers: idp.admin.headers })).json().status
+    if (status === 'succeeded' || status === 'failed') break
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  t.equal(await counted(), 6, 'three imported, a repeated line not')
+  await agrees('an import')
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${signedUp.id}`, headers: idp.admin.headers })).statusCode, 204)
+  await agrees('a deletion')
+  t.equal((await scim(app, idp, 'DELETE', `/Users/${byScim}`)).statusCode, 204)
+  await agrees('a SCIM delete')
+  t.equal(await total(), 4)
+  const page = (await scim(app, idp, 'GET', '/Users?count=4')).json()
+  t.match(page, { totalResults: 4, itemsPerPage: 4 }, 'a full page tells the same total')
+})
+
+t.test('the tally\'s migration counts the users already there', async (t) => {
+  const { db, migrateTo } = await migratingDatabase(t)
+  await migrateTo('0017_idempotency_user')
+  const now = Date.now()
+  for (const name of ['a', 'b', 'c']) {
+    await sql`insert into users (name, name_search, password_hash, status, role, version, created_at, updated_at)
+      values (${name}, ${name}, 'x', 'ACTIVE', 'user', 1, ${now}, ${now})`.execute(db)
+  }
+  await migrateTo('0018_user_tally')
+  const tally = await sql<{ slots: number | string; users: number | string }>`select count(*) as slots, sum(users) as users from user_tally`.execute(db)
+  t.same([Number(tally.rows[0]!.slots), Number(tally.rows[0]!.users)], [16, 3])
 })
