@@ -58,7 +58,7 @@ export const ScimUser = open('ScimUser', 'A SCIM User (RFC 7643 §4.1): id, exte
   schemas: [SCIM_USER_SCHEMA], id: '42', externalId: '00u1ab2cd3EF4gh5', userName: 'ada@example.com',
   name: { formatted: 'Ada Lovelace', givenName: 'Ada', familyName: 'Lovelace' }, displayName: 'Ada Lovelace',
   emails: [{ value: 'ada@example.com', type: 'work', primary: true }], active: true,
-  meta: { resourceType: 'User', created: '2026-11-21T10:00:00.000Z', lastModified: '2026-11-21T10:00:00.000Z', location: '/scim/v2/Users/42', version: 'W/"v1"' }
+  meta: { resourceType: 'User', created: '2026-11-21T10:00:00.000Z', lastModified: '2026-11-21T10:00:00.000Z', location: '/scim/v2/Users/42', version: 'W/"v1.57p"' }
 }])
 export const ScimUserInput = open('ScimUserInput', 'A SCIM User to create or to replace with: userName (an address) is required; `password` is accepted, never returned')
 export const ScimPatch = open('ScimPatch', 'A SCIM PatchOp (RFC 7644 §3.5.2): `Operations`, each `op` (add, replace, remove, in any case), an optional `path` and a `value`', [{

@@ -1,13 +1,34 @@
 import { SCIM_BASE, SCIM_USER_SCHEMA } from '../../schemas/scim.js'
 import type { ScimToken } from '../../schemas/scim.js'
+import { VersionConflict } from '../common/errors.js'
 import { isoTimestamp as iso } from '../common/timestamps.js'
 import type { ScimTokenRow, ScimUserRow } from './repository.js'
 
 export const scimUserPath = (id: number) => `${SCIM_BASE}/Users/${id}`
 export const scimTokenPath = (id: number) => `/scim-tokens/${id}`
 
-/** A user's version as SCIM's meta.version and the ETag of its answers: weak, the API's tag behind `W/`. */
-export const scimVersion = (version: number) => `W/"v${version}"`
+/**
+ * A user's SCIM version, meta.version and the ETag of its answers: weak, of the user's version and of its addresses
+ * (their ids, the primary's marked), since an address added or removed through the API changes what SCIM shows
+ * without moving the user's version.
+ */
+export function scimVersion(row: Pick<ScimUserRow, 'version' | 'emails'>): string {
+  return `W/"${[`v${row.version}`, ...row.emails.map((e) => e.primary_user_id === null ? e.id : `${e.id}p`)].join('.')}"`
+}
+
+/** What a SCIM If-Match names: undefined (no header), 'any' (`*`), or the tags, compared without `W/`. */
+export type ScimPrecondition = 'any' | string[] | undefined
+
+export function scimPrecondition(header: string | undefined): ScimPrecondition {
+  if (header === undefined) return undefined
+  if (header.trim() === '*') return 'any'
+  return header.split(',').map((tag) => tag.trim().replace(/^W\//, ''))
+}
+
+/** PRECONDITION_FAILED unless the If-Match names the user as it now is. */
+export function mustMatchScim(row: Pick<ScimUserRow, 'version' | 'emails'>, expected: ScimPrecondition): void {
+  if (Array.isArray(expected) && !expected.includes(scimVersion(row).slice(2))) throw new VersionConflict()
+}
 
 /** A SCIM User as JSON: the resource, before `attributes` and `excludedAttributes` narrow it. */
 export type ScimJson = Record<string, unknown>
@@ -34,7 +55,7 @@ export function presentScimUser(row: ScimUserRow, base: string): ScimJson {
       created: iso(row.created_at),
       lastModified: iso(row.updated_at),
       location: base + scimUserPath(row.id),
-      version: scimVersion(row.version)
+      version: scimVersion(row)
     }
   }
 }

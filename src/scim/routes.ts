@@ -8,15 +8,14 @@ import {
 } from '../../schemas/scim.js'
 import { callerOf } from '../auth/steps.js'
 import { DomainError, NotFound, UnsupportedMediaType, userNotFound } from '../common/errors.js'
-import type { Expected } from '../common/versions.js'
 import type { Cause } from '../events/record.js'
 import { acceptJson } from '../http/bodies.js'
-import { ifMatchVersions } from '../http/etag.js'
 import { toDomainError } from '../http/error-handler.js'
 import { NoContent, pageUnder, problems } from '../http/responses.js'
 import { scimAnswerTo, sendScimError } from '../http/scim-errors.js'
 import { invalidSyntax } from './errors.js'
-import { presentScimToken, presentScimUser, projection, scimVersion } from './present.js'
+import { presentScimToken, presentScimUser, projection, scimPrecondition, scimVersion } from './present.js'
+import type { ScimUserRow } from './repository.js'
 import type { ScimService } from './service.js'
 
 const SCIM_TYPE = 'application/scim+json'
@@ -50,11 +49,6 @@ function userId(raw: string): number {
   return Number(raw)
 }
 
-/** If-Match with SCIM's weak tags (`W/"v3"`) or the API's strong ones. */
-function ifMatch(header: string | undefined): Expected {
-  return ifMatchVersions(header?.replace(/W\//g, ''))
-}
-
 /** Changes through /scim/v2 are the directory's (`scim`, by its token), or the admin's whose token was used. */
 function scimCause(request: FastifyRequest): Cause {
   const base = request.server.config.PUBLIC_URL ?? ''
@@ -64,8 +58,8 @@ function scimCause(request: FastifyRequest): Cause {
   return { actor, requestId: request.id, base, recorded }
 }
 
-function send(reply: FastifyReply, status: number, body: unknown, version?: number): FastifyReply {
-  if (version !== undefined) reply.header('etag', scimVersion(version))
+function send(reply: FastifyReply, status: number, body: unknown, row?: ScimUserRow): FastifyReply {
+  if (row !== undefined) reply.header('etag', scimVersion(row))
   return reply.code(status).type(SCIM_TYPE).serializer(JSON.stringify).send(body)
 }
 
@@ -216,7 +210,7 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
     const row = await service.create(request.body, scimCause(request))
     const user = presentScimUser(row, base)
     reply.header('location', (user.meta as { location: string }).location)
-    return send(reply, 201, user, row.version)
+    return send(reply, 201, user, row)
   })
 
   app.get('/Users/:id', {
@@ -228,7 +222,7 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
     }
   }, async (request, reply) => {
     const row = await service.get(userId(request.params.id))
-    return send(reply, 200, projection(request.query.attributes, request.query.excludedAttributes)(presentScimUser(row, base)), row.version)
+    return send(reply, 200, projection(request.query.attributes, request.query.excludedAttributes)(presentScimUser(row, base)), row)
   })
 
   app.put('/Users/:id', {
@@ -240,8 +234,8 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
       response: { 200: scimBody(ref(ScimUser), 'The User as replaced'), ...scimErrors(400, 401, 404, 409, 412, 413, 415) }
     }
   }, async (request, reply) => {
-    const row = await service.replace(userId(request.params.id), request.body, ifMatch(request.headers['if-match']), scimCause(request))
-    return send(reply, 200, presentScimUser(row, base), row.version)
+    const row = await service.replace(userId(request.params.id), request.body, scimPrecondition(request.headers['if-match']), scimCause(request))
+    return send(reply, 200, presentScimUser(row, base), row)
   })
 
   app.patch('/Users/:id', {
@@ -253,8 +247,8 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
       response: { 200: scimBody(ref(ScimUser), 'The User as changed'), ...scimErrors(400, 401, 404, 409, 412, 413, 415) }
     }
   }, async (request, reply) => {
-    const row = await service.patch(userId(request.params.id), request.body, ifMatch(request.headers['if-match']), scimCause(request))
-    return send(reply, 200, presentScimUser(row, base), row.version)
+    const row = await service.patch(userId(request.params.id), request.body, scimPrecondition(request.headers['if-match']), scimCause(request))
+    return send(reply, 200, presentScimUser(row, base), row)
   })
 
   app.delete('/Users/:id', {
@@ -266,7 +260,7 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
       response: { 204: NoContent, ...scimErrors(400, 401, 404, 409, 412) }
     }
   }, async (request, reply) => {
-    await service.remove(userId(request.params.id), ifMatch(request.headers['if-match']), scimCause(request))
+    await service.remove(userId(request.params.id), scimPrecondition(request.headers['if-match']), scimCause(request))
     return reply.code(204).send(null)
   })
 }

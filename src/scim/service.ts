@@ -10,7 +10,6 @@ import { findUserById, lockUserRow, updateUserRow, type UserRow } from '../accou
 import { isAddress } from '../common/formats.js'
 import { EmailLimit, EmailTaken, ExternalIdTaken, scimTokenNotFound, userNotFound } from '../common/errors.js'
 import { foldedKey, MAX_NAME_LENGTH, sameMailbox, storedNameKey } from '../common/text.js'
-import { mustMatch, type Expected } from '../common/versions.js'
 import { isUniqueViolation } from '../database/errors.js'
 import type { Db, Trx } from '../database/index.js'
 import { inTransaction, written } from '../database/transaction.js'
@@ -18,7 +17,7 @@ import { changedFields, recordEvent, type Cause } from '../events/record.js'
 import { parseFilter } from '../filter/index.js'
 import { invalidValue } from './errors.js'
 import { applyPatch } from './patch.js'
-import { presentScimUser, type ScimJson } from './present.js'
+import { mustMatchScim, presentScimUser, type ScimJson, type ScimPrecondition } from './present.js'
 import {
   deleteScimToken, findScimToken, findScimUser, insertScimToken, listScimTokens, listScimUsers,
   lockAddresses, userWithExternalId, type ScimTokenRow, type ScimUserRow
@@ -198,18 +197,26 @@ export class ScimService {
   }
 
   /** PUT: the attributes the body names replace the user's; those it leaves out stay. */
-  replace(id: number, body: unknown, expected: Expected, cause: Cause): Promise<ScimUserRow> {
+  replace(id: number, body: unknown, expected: ScimPrecondition, cause: Cause): Promise<ScimUserRow> {
     return this.save(id, expected, cause, (current) => replaced(current, body))
   }
 
   /** PATCH: the operations applied to the user as it is, then saved as a replacement would be. */
-  patch(id: number, body: unknown, expected: Expected, cause: Cause): Promise<ScimUserRow> {
+  patch(id: number, body: unknown, expected: ScimPrecondition, cause: Cause): Promise<ScimUserRow> {
     return this.save(id, expected, cause, (current) => applyPatch(current, body))
   }
 
   /** Deletes the user as an admin's DELETE /users/{id} does (`user.deleted`, its sessions ended, its addresses gone). */
-  async remove(id: number, expected: Expected, cause: Cause): Promise<void> {
-    await inTransaction(this.db, (trx) => deleteUser(trx, id, expected, cause))
+  async remove(id: number, expected: ScimPrecondition, cause: Cause): Promise<void> {
+    await inTransaction(this.db, async (trx) => {
+      if (expected !== undefined) {
+        // The precondition is checked under the locks the deletion takes, in the order it takes them.
+        await keepAnAdmin(trx, id)
+        await lockUserRow(trx, id)
+        mustMatchScim(written(await findScimUser(trx, id), `user ${id}`), expected)
+      }
+      await deleteUser(trx, id, undefined, cause)
+    })
   }
 
   /** EMAIL_LIMIT when the user is to hold more addresses than MAX_EMAILS_PER_USER, and more than the `held` it has. */
@@ -235,15 +242,15 @@ export class ScimService {
    * made primary and removed (email.*), the status (user.status_changed, ending the sessions of a deactivated
    * user), the password (password.changed, ending its sessions).
    */
-  private async save(id: number, expected: Expected, cause: Cause, build: (current: ScimJson) => Obj): Promise<ScimUserRow> {
+  private async save(id: number, expected: ScimPrecondition, cause: Cause, build: (current: ScimJson) => Obj): Promise<ScimUserRow> {
     const peek = await this.get(id)
     const early = desiredFrom(build(presentScimUser(peek, cause.base)), presentScimUser(peek, cause.base))
     const passwordHash = early.password === undefined ? undefined : await this.passwords.hash(early.password)
     return inTransaction(this.db, async (trx) => {
       if (!early.active) await keepAnAdmin(trx, id)
       const locked = await lockUserRow(trx, id)
-      mustMatch(locked.version, expected)
       const current = written(await findScimUser(trx, id), `user ${id}`)
+      mustMatchScim(current, expected)
       const shown = presentScimUser(current, cause.base)
       const want = desiredFrom(build(shown), shown)
       this.checkLimit(want, current.emails.length)

@@ -125,12 +125,13 @@ t.test('Okta\'s sequence: look up, create, read, replace, deactivate, reactivate
     schemas: [USER], id: String(id), externalId: '00u1okta7Gh', userName: 'grace.hopper@navy.example',
     name: { formatted: 'Grace Hopper', givenName: 'Grace', familyName: 'Hopper' }, displayName: 'Grace Hopper',
     emails: [{ value: 'grace.hopper@navy.example', type: 'work', primary: true }], active: true,
-    meta: { resourceType: 'User', location: `/scim/v2/Users/${id}`, version: 'W/"v1"' }
+    meta: { resourceType: 'User', location: `/scim/v2/Users/${id}` }
   })
   t.notOk('password' in user, 'the password is never returned')
   t.equal(created.headers.location, `/scim/v2/Users/${id}`)
-  t.equal(created.headers.etag, 'W/"v1"')
-  const address = await app.db.selectFrom('emails').select('verified_at').where('user_id', '=', id).executeTakeFirstOrThrow()
+  const address = await app.db.selectFrom('emails').select(['id', 'verified_at']).where('user_id', '=', id).executeTakeFirstOrThrow()
+  t.equal(created.headers.etag, `W/"v1.${address.id}p"`, 'the version: the user\'s, and its addresses with the primary marked')
+  t.equal(user.meta.version, created.headers.etag)
   t.ok(address.verified_at, 'an address from the directory is verified')
   const session = await login(app, 'grace.hopper@navy.example', 'cobol-forever-59')
   t.ok(session, 'the password given signs in')
@@ -334,6 +335,32 @@ t.test('a change of addresses alone moves meta.version: a stale If-Match cannot 
   t.not(removed.headers.etag, added.headers.etag, 'a removed address is a new version too')
   const same = await scim(app, idp, 'PUT', `/Users/${id}`, undo, { 'if-match': removed.headers.etag as string })
   t.equal(same.headers.etag, removed.headers.etag, 'a replacement that changes nothing keeps the version')
+})
+
+t.test('an address added or removed through the API is a new SCIM version', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  const created = await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'dora@example.com', password: 'dora-secret-pass-1' })
+  const id = created.json().id
+  const owner = bearer(await login(app, 'dora@example.com', 'dora-secret-pass-1'))
+  const added = await app.inject({ method: 'POST', url: `/users/${id}/emails`, headers: owner, payload: { address: 'dora2@example.com' } })
+  t.equal(added.statusCode, 201, added.body)
+  const read = await scim(app, idp, 'GET', `/Users/${id}`, undefined, { 'if-none-match': created.headers.etag as string })
+  t.equal(read.statusCode, 200, 'the former tag is not current: the User is sent')
+  t.same(read.json().emails.map((e: any) => e.value), ['dora@example.com', 'dora2@example.com'])
+  t.not(read.headers.etag, created.headers.etag)
+  t.equal(read.json().meta.version, read.headers.etag)
+  const stale = { schemas: [USER], userName: 'dora@example.com', emails: [{ value: 'dora@example.com', primary: true }] }
+  assertScimError(t, await scim(app, idp, 'PUT', `/Users/${id}`, stale, { 'if-match': created.headers.etag as string }), 412)
+  assertScimError(t, await scim(app, idp, 'DELETE', `/Users/${id}`, undefined, { 'if-match': created.headers.etag as string }), 412)
+  t.equal((await scim(app, idp, 'GET', `/Users/${id}`)).json().emails.length, 2, 'nothing stale was written')
+  const second = (await app.inject({ url: `/users/${id}/emails`, headers: owner })).json().items.find((e: any) => !e.primary)
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${id}/emails/${second.id}`, headers: owner })).statusCode, 204)
+  const after = await scim(app, idp, 'GET', `/Users/${id}`, undefined, { 'if-none-match': read.headers.etag as string })
+  t.equal(after.statusCode, 200, 'nor after a removal')
+  t.equal(after.headers.etag, created.headers.etag, 'the same user and addresses as before: the same version')
+  t.equal((await scim(app, idp, 'DELETE', `/Users/${id}`, undefined, { 'if-match': `${after.headers.etag as string}, W/"v9"` })).statusCode, 204,
+    'a current tag among others allows the delete')
 })
 
 t.test('what the API refuses, SCIM refuses: addresses, the address limit, name types; names in any case', async (t) => {
