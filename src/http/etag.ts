@@ -1,9 +1,12 @@
 import { createHash } from 'node:crypto'
 import type { Expected } from '../common/versions.js'
 
-/** Strong ETag of a versioned resource. */
-export function versionTag(version: number): string {
-  return `"v${version}"`
+/**
+ * Strong ETag of a versioned resource. `ended` tags its representation once a ban's end has come and before the
+ * background lift writes a new version: it shows lifted, so it is not the representation that showed it banned.
+ */
+export function versionTag(version: number, ended = false): string {
+  return ended ? `"v${version}-ended"` : `"v${version}"`
 }
 
 /**
@@ -16,7 +19,8 @@ export function ifMatchVersions(header: string | string[] | undefined): Expected
   if (value.trim() === '*') return 'any'
   const versions: number[] = []
   for (const tag of value.split(',')) {
-    const m = /^\s*"v([1-9][0-9]{0,14})"\s*$/.exec(tag)
+    // Either representation of a version names it: a write checks what it was read at.
+    const m = /^\s*"v([1-9][0-9]{0,14})(?:-ended)?"\s*$/.exec(tag)
     if (m) versions.push(Number(m[1]))
   }
   return versions

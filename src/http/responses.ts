@@ -68,8 +68,8 @@ export const IdempotencyKey = Type.Object({
 export const FORM_TYPES = ['application/json', 'application/x-www-form-urlencoded', 'multipart/form-data']
 
 /** A single resource's answer: its representation, with the ETag of the version it was read at. */
-export function tagged<T>(reply: FastifyReply, version: number, body: T): T {
-  reply.header('etag', versionTag(version))
+export function tagged<T>(reply: FastifyReply, version: number, body: T, ended = false): T {
+  reply.header('etag', versionTag(version, ended))
   return body
 }
 

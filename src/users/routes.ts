@@ -1,5 +1,6 @@
 import type { Static, TObject } from '@sinclair/typebox'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply } from 'fastify'
 import { PAGE_SIZE, UserParams } from '../../schemas/common.js'
 import { ref } from '../../schemas/ref.js'
 import { EmailParam, NameValue, NewUser, PasswordChange, RoleValue, StatusValue, User, UserCollection, UserQuery } from '../../schemas/user.js'
@@ -11,6 +12,7 @@ import { acceptRawBodies, BARE_VALUE_NOTE, KEY_PATH_BODY_LIMIT, keyPathBody } fr
 import { parseFilter, rosterUserFilter } from '../filter/index.js'
 import { collection, FORM_TYPES, IdempotencyKey, IfMatch, NoContent, problems, tagged, type ProblemStatus } from '../http/responses.js'
 import { presentUser } from '../accounts/present.js'
+import type { UserRow } from '../accounts/users.js'
 import type { NameFilter } from './repository.js'
 import type { UserChange } from './service.js'
 import metadataRoutes from './metadata-routes.js'
@@ -28,6 +30,12 @@ export function parseNameFilter(raw: string): NameFilter {
 }
 
 const tags = ['users']
+
+/** A user's answer with its ETag: one whose ban has ended shows lifted before the lift writes it, and is tagged so. */
+function taggedUser(reply: FastifyReply, row: UserRow, base: string): User {
+  const user = presentUser(row, base)
+  return tagged(reply, row.version, user, user.status !== row.status)
+}
 
 const users: FastifyPluginAsyncTypebox = async (app) => {
   const base = app.config.PUBLIC_URL ?? ''
@@ -76,7 +84,7 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const row = await service.get(callerOf(request), request.params.user_id)
-    return tagged(reply, row.version, presentUser(row, base))
+    return taggedUser(reply, row, base)
   })
 
   app.get('/users/email/:email', {
@@ -89,7 +97,7 @@ const users: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const row = await service.findByAddress(callerOf(request), request.params.email)
-    return tagged(reply, row.version, presentUser(row, base))
+    return taggedUser(reply, row, base)
   })
 
   await app.register(withMultipart(userWrites))
@@ -111,8 +119,8 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const row = await service.signUp(request.caller, request.body, mailingClient(request), causeOf(request))
-    const user = presentUser(row, base)
-    return reply.code(201).header('location', user.href).send(tagged(reply, row.version, user))
+    const user = taggedUser(reply, row, base)
+    return reply.code(201).header('location', user.href).send(user)
   })
 
   app.delete('/users/:user_id', {
@@ -126,7 +134,7 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const scheduled = await service.remove(callerOf(request), request.params.user_id, ifMatchVersions(request.headers['if-match']), causeOf(request))
-    if (scheduled) return reply.code(202).send(tagged(reply, scheduled.version, presentUser(scheduled, base)))
+    if (scheduled) return reply.code(202).send(taggedUser(reply, scheduled, base))
     return reply.code(204).send(null)
   })
 
@@ -140,7 +148,7 @@ const userWrites: FastifyPluginAsyncTypebox = async (app) => {
     }
   }, async (request, reply) => {
     const row = await service.restore(request.params.user_id, ifMatchVersions(request.headers['if-match']), causeOf(request))
-    return tagged(reply, row.version, presentUser(row, base))
+    return taggedUser(reply, row, base)
   })
 
   await app.register(userKeyPaths)
@@ -168,7 +176,7 @@ const userKeyPaths: FastifyPluginAsyncTypebox = async (app) => {
       }
     }, async (request, reply) => {
       const row = await service.change(request.params.user_id, change(request.body as Static<S>), ifMatchVersions(request.headers['if-match']), causeOf(request))
-      return tagged(reply, row.version, presentUser(row, base))
+      return taggedUser(reply, row, base)
     })
   }
   keyPath('name', NameValue, 'self-or-admin', 'setUserName', 'Rename a user', ({ name }) => ({ name }))

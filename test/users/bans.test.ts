@@ -36,15 +36,43 @@ t.test('a sign-in at the moment a ban ends works, and lifts the ban itself', asy
   const app = await build(t, { bans: { everyMs: 60_000 } })
   const admin = await adminUser(app)
   const user = await newUser(app)
-  await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload: { status: 'BANNED', until: new Date(Date.now() + 300).toISOString() } })
+  const banned = await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload: { status: 'BANNED', until: new Date(Date.now() + 300).toISOString() } })
+  const bannedTag = banned.headers.etag as string
   assertProblem(t, await signIn(app, user.email, user.password), 401, 'USER_BANNED')
   await new Promise((resolve) => setTimeout(resolve, 400))
-  t.match((await app.inject({ url: `/users/${user.id}`, headers: admin.headers })).json(), { status: 'ACTIVE', ban: null }, 'shown as lifted at once')
+  const url = `/users/${user.id}`
+  const shown = await app.inject({ url, headers: { ...admin.headers, 'if-none-match': bannedTag } })
+  t.equal(shown.statusCode, 200, 'the tag that showed it banned is not current')
+  t.match(shown.json(), { status: 'ACTIVE', ban: null }, 'shown as lifted at once')
+  const endedTag = shown.headers.etag as string
+  t.equal(endedTag, bannedTag.replace(/"$/, '-ended"'), 'the same version, shown lifted')
+  t.equal((await app.inject({ url, headers: { ...admin.headers, 'if-none-match': endedTag } })).statusCode, 304)
   const back = await signIn(app, user.email, user.password)
   t.equal(back.statusCode, 201, back.body)
   t.equal((await app.inject({ url: `/users/${user.id}`, headers: { authorization: `Bearer ${back.json().token}` } })).statusCode, 200, 'its token works')
   const lifts = await app.db.selectFrom('events').select('actor_type').where('type', '=', 'user.status_changed').where('user_id', '=', user.id).execute()
   t.same(lifts.map((e) => e.actor_type), ['admin', 'system'], 'the lift written once, by the system')
+  const rename = (tag: string) => app.inject({ method: 'PUT', url: `${url}/name`, headers: { ...admin.headers, 'if-match': tag }, payload: { name: 'Renamed' } })
+  assertProblem(t, await rename(endedTag), 412, 'PRECONDITION_FAILED', 'the lift is a new version')
+  const lifted = await app.inject({ url, headers: admin.headers })
+  t.notMatch(lifted.headers.etag, /-ended/)
+  t.equal((await rename(lifted.headers.etag as string)).statusCode, 200)
+})
+
+t.test('a write with the tag of a ban that has ended but is not lifted yet checks the version it was read at', async (t) => {
+  const app = await build(t, { bans: { everyMs: 60_000 } })
+  const admin = await adminUser(app)
+  const user = await newUser(app)
+  const url = `/users/${user.id}`
+  await app.inject({ method: 'PUT', url: `${url}/status`, headers: admin.headers, payload: { status: 'BANNED', until: new Date(Date.now() + 200).toISOString() } })
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const shown = await app.inject({ url, headers: admin.headers })
+  t.match(shown.headers.etag, /^"v\d+-ended"$/)
+  const renamed = await app.inject({ method: 'PUT', url: `${url}/name`, headers: { ...admin.headers, 'if-match': shown.headers.etag as string }, payload: { name: 'Renamed' } })
+  t.equal(renamed.statusCode, 200, renamed.body)
+  t.match(renamed.json(), { name: 'Renamed', status: 'ACTIVE' })
+  t.match(renamed.headers.etag, /^"v\d+-ended"$/, 'still shown lifted, at its new version')
+  t.not(renamed.headers.etag, shown.headers.etag)
 })
 
 t.test('a ban without an end, its lifting, and what a status change refuses', async (t) => {
