@@ -17,6 +17,7 @@ import * as m0015 from './0015_metadata.js'
 import * as m0016 from './0016_privacy.js'
 import * as m0017 from './0017_idempotency_user.js'
 import * as m0018 from './0018_user_tally.js'
+import * as m0019 from './0019_users_role_idx.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
@@ -37,7 +38,8 @@ export const migrations: Record<string, Migration> = {
   '0015_metadata': m0015,
   '0016_privacy': m0016,
   '0017_idempotency_user': m0017,
-  '0018_user_tally': m0018
+  '0018_user_tally': m0018,
+  '0019_users_role_idx': m0019
 }
 
 export const migrationProvider: MigrationProvider = {

@@ -1,7 +1,8 @@
 import { sql } from 'kysely'
 import t from 'tap'
 import { createDatabase } from '../../src/database/index.js'
-import { build, ENGINE, sharedDatabase } from '../helpers.js'
+import { createConnection } from 'mysql2/promise'
+import { adminUser, build, ENGINE, newUser, sharedDatabase } from '../helpers.js'
 
 // Kysely's MySQL dialect as src/database/mysql.ts sets it up: Kysely's contract kept (one connection per transaction
 // and per `db.connection()`, savepoints), every connection READ COMMITTED, and the statement deadline Kysely lacks.
@@ -98,4 +99,26 @@ t.test('MySQL: a statement past its deadline fails with DB_TIMEOUT (503), and it
   const after = (await sql<{ id: number }>`select connection_id() as id`.execute(db)).rows[0]!.id
   t.not(after, before, 'the next statement ran on a new connection')
   t.equal(poolUse!().inUse, 0, 'none held')
+})
+
+t.test('MySQL: a ban, a demotion or a deletion waits on no other user\'s row another transaction is writing', mysqlOnly, async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const [busy, banned, demoted, gone] = [await newUser(app), await newUser(app), await newUser(app), await newUser(app)]
+  await app.inject({ method: 'PUT', url: `/users/${demoted.id}/role`, headers: admin.headers, payload: { role: 'admin' } })
+  // A plain user's row held by another transaction, as a long write holds it.
+  const conn = await createConnection(app.config.DATABASE_URL!)
+  t.teardown(() => conn.end())
+  await conn.query('begin')
+  await conn.query('select id from users where id = ? for update', [busy.id])
+  const writes = [
+    ['ban', { method: 'PUT', url: `/users/${banned.id}/status`, payload: { status: 'BANNED' } }, 200],
+    ['demotion', { method: 'PUT', url: `/users/${demoted.id}/role`, payload: { role: 'user' } }, 200],
+    ['deletion', { method: 'DELETE', url: `/users/${gone.id}` }, 204]
+  ] as const
+  for (const [what, request, status] of writes) {
+    const res = await app.inject({ ...request, headers: admin.headers })
+    t.equal(res.statusCode, status, `the ${what} (${res.body.slice(0, 120)})`)
+  }
+  await conn.query('rollback')
 })
