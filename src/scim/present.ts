@@ -2,18 +2,30 @@ import { SCIM_BASE, SCIM_USER_SCHEMA } from '../../schemas/scim.js'
 import type { ScimToken } from '../../schemas/scim.js'
 import { VersionConflict } from '../common/errors.js'
 import { isoTimestamp as iso } from '../common/timestamps.js'
+import { bannedAt } from '../accounts/users.js'
 import type { ScimTokenRow, ScimUserRow } from './repository.js'
 
 export const scimUserPath = (id: number) => `${SCIM_BASE}/Users/${id}`
 export const scimTokenPath = (id: number) => `/scim-tokens/${id}`
 
+type Versioned = Pick<ScimUserRow, 'version' | 'emails' | 'status' | 'banned_until'>
+
+/** The tag of a user's version and addresses; `ended` marks it shown lifted from a ban the lift has not written yet. */
+function tagOf(row: Versioned, ended: boolean): string {
+  const ids = row.emails.map((e) => e.primary_user_id === null ? e.id : `${e.id}p`)
+  return `"${[`v${row.version}${ended ? '-ended' : ''}`, ...ids].join('.')}"`
+}
+
+/** Whether the user is shown lifted from a ban whose end has come, before the lift writes it (users/ban-lift.ts). */
+const banEnded = (row: Versioned, now: number) => row.status === 'BANNED' && !bannedAt(row, now)
+
 /**
  * A user's SCIM version, meta.version and the ETag of its answers: weak, of the user's version and of its addresses
  * (their ids, the primary's marked), since an address added or removed through the API changes what SCIM shows
- * without moving the user's version.
+ * without moving the user's version; and, as the API's tag, apart for a ban ended but not yet lifted.
  */
-export function scimVersion(row: Pick<ScimUserRow, 'version' | 'emails'>): string {
-  return `W/"${[`v${row.version}`, ...row.emails.map((e) => e.primary_user_id === null ? e.id : `${e.id}p`)].join('.')}"`
+export function scimVersion(row: Versioned, now = Date.now()): string {
+  return `W/${tagOf(row, banEnded(row, now))}`
 }
 
 /** What a SCIM If-Match names: undefined (no header), 'any' (`*`), or the tags, compared without `W/`. */
@@ -25,9 +37,9 @@ export function scimPrecondition(header: string | undefined): ScimPrecondition {
   return header.split(',').map((tag) => tag.trim().replace(/^W\//, ''))
 }
 
-/** PRECONDITION_FAILED unless the If-Match names the user as it now is. */
-export function mustMatchScim(row: Pick<ScimUserRow, 'version' | 'emails'>, expected: ScimPrecondition): void {
-  if (Array.isArray(expected) && !expected.includes(scimVersion(row).slice(2))) throw new VersionConflict()
+/** PRECONDITION_FAILED unless the If-Match names the user's version and addresses as they now are, either way shown. */
+export function mustMatchScim(row: Versioned, expected: ScimPrecondition): void {
+  if (Array.isArray(expected) && !expected.some((tag) => tag === tagOf(row, false) || tag === tagOf(row, true))) throw new VersionConflict()
 }
 
 /** A SCIM User as JSON: the resource, before `attributes` and `excludedAttributes` narrow it. */
@@ -39,7 +51,11 @@ export function nameParts(name: string): { givenName: string; familyName: string
   return { givenName: words[0] ?? '', familyName: words.slice(1).join(' ') }
 }
 
-export function presentScimUser(row: ScimUserRow, base: string): ScimJson {
+/** A SCIM User as its answers show it, its meta (the version its ETag repeats) typed for them. */
+export type ScimUserJson = ScimJson & { meta: { resourceType: string; created: string; lastModified: string; location: string; version: string } }
+
+export function presentScimUser(row: ScimUserRow, base: string): ScimUserJson {
+  const now = Date.now()
   const parts = nameParts(row.name)
   return {
     schemas: [SCIM_USER_SCHEMA],
@@ -49,13 +65,14 @@ export function presentScimUser(row: ScimUserRow, base: string): ScimJson {
     name: { formatted: row.name, ...(parts.givenName ? { givenName: parts.givenName } : {}), ...(parts.familyName ? { familyName: parts.familyName } : {}) },
     displayName: row.name,
     emails: row.emails.map((e) => ({ value: e.address, type: 'work', primary: e.primary_user_id !== null })),
-    active: row.status === 'ACTIVE',
+    // As the API shows it: a ban whose end has come shows lifted at once.
+    active: !bannedAt(row, now),
     meta: {
       resourceType: 'User',
       created: iso(row.created_at),
       lastModified: iso(row.updated_at),
       location: base + scimUserPath(row.id),
-      version: scimVersion(row)
+      version: scimVersion(row, now)
     }
   }
 }

@@ -14,8 +14,7 @@ import { toDomainError } from '../http/error-handler.js'
 import { NoContent, pageUnder, problems } from '../http/responses.js'
 import { scimAnswerTo, sendScimError } from '../http/scim-errors.js'
 import { invalidSyntax } from './errors.js'
-import { presentScimToken, presentScimUser, projection, scimPrecondition, scimVersion } from './present.js'
-import type { ScimUserRow } from './repository.js'
+import { presentScimToken, presentScimUser, projection, scimPrecondition, type ScimUserJson } from './present.js'
 import type { ScimService } from './service.js'
 
 const SCIM_TYPE = 'application/scim+json'
@@ -58,8 +57,9 @@ function scimCause(request: FastifyRequest): Cause {
   return { actor, requestId: request.id, base, recorded }
 }
 
-function send(reply: FastifyReply, status: number, body: unknown, row?: ScimUserRow): FastifyReply {
-  if (row !== undefined) reply.header('etag', scimVersion(row))
+/** A SCIM answer; a User's with its version as the ETag (`shown`, before `attributes` may narrow `body`). */
+function send(reply: FastifyReply, status: number, body: unknown, shown?: ScimUserJson): FastifyReply {
+  if (shown !== undefined) reply.header('etag', shown.meta.version)
   return reply.code(status).type(SCIM_TYPE).serializer(JSON.stringify).send(body)
 }
 
@@ -209,8 +209,8 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
   }, async (request, reply) => {
     const row = await service.create(request.body, scimCause(request))
     const user = presentScimUser(row, base)
-    reply.header('location', (user.meta as { location: string }).location)
-    return send(reply, 201, user, row)
+    reply.header('location', user.meta.location)
+    return send(reply, 201, user, user)
   })
 
   app.get('/Users/:id', {
@@ -222,7 +222,8 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
     }
   }, async (request, reply) => {
     const row = await service.get(userId(request.params.id))
-    return send(reply, 200, projection(request.query.attributes, request.query.excludedAttributes)(presentScimUser(row, base)), row)
+    const user = presentScimUser(row, base)
+    return send(reply, 200, projection(request.query.attributes, request.query.excludedAttributes)(user), user)
   })
 
   app.put('/Users/:id', {
@@ -235,7 +236,8 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
     }
   }, async (request, reply) => {
     const row = await service.replace(userId(request.params.id), request.body, scimPrecondition(request.headers['if-match']), scimCause(request))
-    return send(reply, 200, presentScimUser(row, base), row)
+    const user = presentScimUser(row, base)
+    return send(reply, 200, user, user)
   })
 
   app.patch('/Users/:id', {
@@ -248,7 +250,8 @@ const scimRoutes = (service: ScimService): FastifyPluginAsyncTypebox => async (a
     }
   }, async (request, reply) => {
     const row = await service.patch(userId(request.params.id), request.body, scimPrecondition(request.headers['if-match']), scimCause(request))
-    return send(reply, 200, presentScimUser(row, base), row)
+    const user = presentScimUser(row, base)
+    return send(reply, 200, user, user)
   })
 
   app.delete('/Users/:id', {

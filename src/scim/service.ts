@@ -6,7 +6,7 @@ import { deleteUser, insertUser, keepAnAdmin } from '../accounts/removal.js'
 import { presentEmail, presentUser } from '../accounts/present.js'
 import { NO_PASSWORD, newToken, type Passwords } from '../accounts/secrets.js'
 import { endSessions } from '../accounts/sessions.js'
-import { findUserById, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
+import { bannedAt, findUserById, lockUserRow, updateUserRow, type UserRow } from '../accounts/users.js'
 import { isAddress } from '../common/formats.js'
 import { EmailLimit, EmailTaken, ExternalIdTaken, scimTokenNotFound, userNotFound } from '../common/errors.js'
 import { foldedKey, MAX_NAME_LENGTH, sameMailbox, storedNameKey } from '../common/text.js'
@@ -282,7 +282,7 @@ export class ScimService {
       before = written(await findUserById(trx, id), `user ${id}`)
 
       const deprovisioned = current.status === 'BANNED' && current.ban_reason === DEPROVISIONED
-      if (!want.active && current.status === 'ACTIVE') {
+      if (!want.active && !bannedAt(current, now)) {
         await change({
           status: 'BANNED', ban_reason: DEPROVISIONED, banned_at: now, banned_until: null, banned_by_type: cause.actor.type, banned_by_id: cause.actor.id
         }, 'user.status_changed')

@@ -363,6 +363,30 @@ t.test('an address added or removed through the API is a new SCIM version', asyn
     'a current tag among others allows the delete')
 })
 
+t.test('a ban whose end has come shows active at once, under a tag of its own; a deactivation then bans again', async (t) => {
+  const app = await build(t, { bans: { everyMs: 60_000 } })
+  const idp = await scimToken(app)
+  const id = (await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'eve@example.com' })).json().id
+  const until = new Date(Date.now() + 300).toISOString()
+  t.equal((await app.inject({ method: 'PUT', url: `/users/${id}/status`, headers: idp.admin.headers, payload: { status: 'BANNED', until } })).statusCode, 200)
+  const banned = await scim(app, idp, 'GET', `/Users/${id}`)
+  t.equal(banned.json().active, false)
+  await new Promise((resolve) => setTimeout(resolve, 400))
+  const ended = await scim(app, idp, 'GET', `/Users/${id}`, undefined, { 'if-none-match': banned.headers.etag as string })
+  t.equal(ended.statusCode, 200, 'the tag that showed it banned is not current')
+  t.equal(ended.json().active, true, 'shown active, as the API shows it')
+  t.equal(ended.headers.etag, (banned.headers.etag as string).replace(/^W\/"v(\d+)/, 'W/"v$1-ended'))
+  t.equal(ended.json().meta.version, ended.headers.etag)
+  const listed = await scim(app, idp, 'GET', `/Users?filter=${encodeURIComponent('userName eq "eve@example.com"')}`)
+  t.match(listed.json().Resources[0], { active: true, meta: { version: ended.headers.etag } }, 'listed the same way')
+  const deactivate = { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: false } }] }
+  const off = await scim(app, idp, 'PATCH', `/Users/${id}`, deactivate, { 'if-match': banned.headers.etag as string })
+  t.equal(off.statusCode, 200, 'either tag of the version passes If-Match')
+  t.equal(off.json().active, false, 'the deactivation is a ban again, not ignored')
+  const user = (await app.inject({ url: `/users/${id}`, headers: idp.admin.headers })).json()
+  t.match(user, { status: 'BANNED', ban: { reason: 'deprovisioned', until: null } })
+})
+
 t.test('what the API refuses, SCIM refuses: addresses, the address limit, name types; names in any case', async (t) => {
   const app = await build(t, { env: { MAX_EMAILS_PER_USER: '3' } })
   const idp = await scimToken(app)
