@@ -17,10 +17,6 @@ export class OutageLog {
 
   constructor(private readonly log: FastifyBaseLogger, private readonly ping: () => Promise<void>) {}
 
-  get down(): boolean {
-    return this.since !== 0
-  }
-
   /** A request answered 503 because the database could not be reached. */
   refused(err: unknown): void {
     const now = Date.now()
