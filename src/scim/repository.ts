@@ -11,8 +11,12 @@ import { locksRows } from '../database/transaction.js'
 
 export type ScimTokenRow = Omit<Selectable<ScimTokensTable>, 'token_hash' | 'created_by'>
 
+/** An address as SCIM shows it: its value, whether it is the primary, and its id (in the user's version). */
+const SCIM_EMAIL_COLUMNS = ['id', 'user_id', 'address', 'primary_user_id'] as const
+type ScimEmailRow = Pick<EmailRow, typeof SCIM_EMAIL_COLUMNS[number]>
+
 /** A user as SCIM shows it: the account's row, its directory's id, why it is banned, and every address. */
-export type ScimUserRow = UserRow & Pick<Selectable<UsersTable>, 'external_id' | 'ban_reason'> & { emails: EmailRow[] }
+export type ScimUserRow = UserRow & Pick<Selectable<UsersTable>, 'external_id'> & { emails: ScimEmailRow[] }
 
 const SCIM_TOKEN_COLUMNS = ['id', 'description', 'created_at', 'last_used_at'] as const
 
@@ -39,14 +43,14 @@ export async function deleteScimToken(db: Db, id: number): Promise<boolean> {
 
 function selectScimUsers(db: Db | Trx) {
   return db.selectFrom('users').leftJoin('emails', 'emails.primary_user_id', 'users.id')
-    .select([...USER_COLUMNS, 'users.external_id', 'users.ban_reason'])
+    .select([...USER_COLUMNS, 'users.external_id'])
 }
 
 /** The addresses of these users, in one query, grouped by user in the order they were added. */
-async function withEmails<R extends { id: number }>(db: Db | Trx, rows: R[]): Promise<Array<R & { emails: EmailRow[] }>> {
+async function withEmails<R extends { id: number }>(db: Db | Trx, rows: R[]): Promise<Array<R & { emails: ScimEmailRow[] }>> {
   if (rows.length === 0) return []
-  const emails = await db.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', 'in', rows.map((r) => r.id)).orderBy('id').execute()
-  const byUser = new Map<number, EmailRow[]>()
+  const emails = await db.selectFrom('emails').select(SCIM_EMAIL_COLUMNS).where('user_id', 'in', rows.map((r) => r.id)).orderBy('id').execute()
+  const byUser = new Map<number, ScimEmailRow[]>()
   for (const e of emails) {
     const own = byUser.get(e.user_id)
     if (own) own.push(e)
