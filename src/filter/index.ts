@@ -137,7 +137,7 @@ function condition(node: Filter, names: Record<string, Kind>, scim: boolean, opt
       return sql<SqlBool>`(${sql.join(parts, node.op === 'and' ? sql` and ` : sql` or `)})`
     }
     case 'not':
-      return sql<SqlBool>`(not ${condition(node.filter, names, scim, options)})`
+      return negated(condition(node.filter, names, scim, options))
     case '[]':
       return valuePath(node.attrPath, node.valFilter, scim)
     default: {
@@ -180,7 +180,7 @@ function metadata(node: Compare | { op: 'pr'; attrPath: string }, part: 'public'
     if (node.op !== 'eq' && node.op !== 'ne') throw invalidFilter(`The filter compares ${node.attrPath} with null: only eq and ne`)
     return node.op === 'eq' ? sql<SqlBool>`(not ${present})` : present
   }
-  if (node.op === 'ne') return sql<SqlBool>`(not ${metadata({ ...node, op: 'eq' }, part, key, options)})`
+  if (node.op === 'ne') return negated(metadata({ ...node, op: 'eq' }, part, key, options))
   if (typeof v === 'boolean') {
     if (node.op !== 'eq') throw invalidFilter(`The filter compares the boolean ${node.attrPath} with ${node.op}: only eq and ne`)
     return exists(mysql ? sql`${type} = 'BOOLEAN' and ${value} = ${v ? 'true' : 'false'}` : sql`${type} = ${v ? 'true' : 'false'}`)
@@ -218,7 +218,7 @@ function emailCondition(node: Filter): RawBuilder<SqlBool> {
     case 'or':
       return sql<SqlBool>`(${sql.join(node.filters.map(emailCondition), node.op === 'and' ? sql` and ` : sql` or `)})`
     case 'not':
-      return sql<SqlBool>`(not ${emailCondition(node.filter)})`
+      return negated(emailCondition(node.filter))
     case '[]':
       throw invalidFilter('The filter nests [ ] inside [ ]')
     default:
@@ -254,6 +254,12 @@ function booleanOf(node: Compare, name: string): boolean {
 
 const OPERATORS = { eq: '=', ne: '<>', gt: '>', ge: '>=', lt: '<', le: '<=' } as const
 
+/**
+ * `not`, as SCIM means it: true wherever the condition is not, a user without the attribute included (SQL's `not`
+ * of a comparison with a null is null, which would leave that user out).
+ */
+const negated = (condition: RawBuilder<SqlBool>) => sql<SqlBool>`((${condition}) is not true)`
+
 function stringValue(node: Compare): string {
   if (typeof node.compValue !== 'string') throw invalidFilter(`The filter compares ${node.attrPath} with ${JSON.stringify(node.compValue)}: a string is needed`)
   return node.compValue
@@ -262,6 +268,7 @@ function stringValue(node: Compare): string {
 /** A text comparison on `column`; `folded` when the column holds lower-cased text. */
 function text(node: Compare | { op: 'pr'; attrPath: string }, column: RawBuilder<unknown>, folded: boolean): RawBuilder<SqlBool> {
   if (node.op === 'pr') return sql<SqlBool>`(${column} is not null and ${column} <> '')`
+  if (node.op === 'ne') return negated(text({ ...node, op: 'eq' }, column, folded))
   const value = folded ? foldedKey(stringValue(node)) : stringValue(node)
   const like = likeEscape(value)
   switch (node.op) {
@@ -309,16 +316,17 @@ function compare(node: Compare | { op: 'pr'; attrPath: string }, kind: Kind): Ra
     case 'email': {
       const which = kind.primary ? sql`fe.primary_user_id = users.id` : sql`fe.user_id = users.id`
       if (node.op === 'pr') return sql<SqlBool>`exists (select 1 from emails as fe where ${which})`
-      if (node.op === 'ne') return sql<SqlBool>`(not ${compare({ ...node, op: 'eq' }, kind)})`
+      if (node.op === 'ne') return negated(compare({ ...node, op: 'eq' }, kind))
       return sql<SqlBool>`exists (select 1 from emails as fe where ${which} and ${text(node, sql.ref('fe.address_norm'), true)})`
     }
     case 'name-part': {
-      if (node.op === 'pr') return sql<SqlBool>`users.name_search <> ''`
+      // A name of one word is a given name alone: it has no family name.
+      if (node.op === 'pr') return kind.part === 'first' ? sql<SqlBool>`users.name_search <> ''` : sql<SqlBool>`users.name_search like '% %'`
       const value = likeEscape(foldedKey(stringValue(node)))
       if (node.op !== 'eq' && node.op !== 'sw' && node.op !== 'co') throw invalidFilter(`The filter compares ${node.attrPath} with ${node.op}: eq, sw and co`)
       const word = node.op === 'eq' ? value : node.op === 'sw' ? `${value}%` : `%${value}%`
-      const pattern = kind.part === 'first' ? `${word} %` : `% ${word}`
-      return sql<SqlBool>`(users.name_search like ${pattern} escape '!' or users.name_search like ${word} escape '!')`
+      if (kind.part === 'last') return sql<SqlBool>`users.name_search like ${`% ${word}`} escape '!'`
+      return sql<SqlBool>`(users.name_search like ${`${word} %`} escape '!' or users.name_search like ${word} escape '!')`
     }
   }
 }

@@ -289,6 +289,13 @@ t.test('errors, filters, paging, attributes', async (t) => {
   for (const far of ['9007199254740993', '9223372036854775808', '100000000000000000000']) {
     t.match(await pageOf(`&startIndex=${far}`), { totalResults: 4, itemsPerPage: 0, Resources: [] }, `startIndex ${far}: past the end, an empty page`)
   }
+  const names = async (filter: string) => (await scim(app, idp, 'GET', `/Users?filter=${encodeURIComponent(filter)}`)).json().Resources.map((r: any) => r.userName).sort()
+  await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'one@names.example', displayName: 'Plato' })
+  await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'two@names.example', displayName: 'Ada Lovelace' })
+  t.same(await names('userName ew "names.example" and name.familyName pr'), ['two@names.example'], 'a name of one word has no family name')
+  t.same(await names('userName ew "names.example" and name.familyName eq "plato"'), [])
+  t.same(await names('userName ew "names.example" and name.givenName eq "plato"'), ['one@names.example'])
+  t.same(await names('userName ew "names.example" and not (externalId eq "x")'), ['one@names.example', 'two@names.example'], 'not (eq) holds of a user without the attribute')
   const inactive = await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('active eq false and emails[type eq "work" and value co "page"]'))
   t.same(inactive.json().Resources.map((r: any) => r.userName), ['page1@example.com', 'page3@example.com'])
   const narrow = await scim(app, idp, 'GET', `/Users?filter=${encodeURIComponent('userName eq "page0@example.com"')}&attributes=userName,name.givenName`)

@@ -61,6 +61,10 @@ t.test('the filter language over GET /users: every operator, precedence, escapes
     ['role eq "admin"', ['root@example.com']],
     ['external_id eq "ext-7"', ['quote@example.com']],
     ['external_id pr', ['quote@example.com']],
+    // Users without the attribute are not equal to a value, and not (eq) is true of them: SQL's null does not leave them out.
+    ['external_id ne "ext-7"', ['root@example.com', 'ada@example.com', 'grace@navy.example']],
+    ['not (external_id eq "ext-7")', ['root@example.com', 'ada@example.com', 'grace@navy.example']],
+    ['not (external_id eq "nobody")', everyone],
     ['created_at gt "2000-01-01T00:00:00Z"', everyone],
     ['created_at lt "2000-01-01T00:00:00Z"', []],
     ['created_at gt "2000-01-01t01:00:00.5+01:00"', everyone],
