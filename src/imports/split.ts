@@ -195,7 +195,11 @@ async function * jsonArray(chunks: AsyncIterable<Buffer>, maxBytes: number, unde
         continue
       }
       if (underUsers && depth === 1) {
-        if (b === 0x3a) afterUsersColon = key === 'users' && !targetDone
+        if (b === 0x3a) {
+          // A parser keeps one of two lists of one name, and which one differs between parsers: the file is refused.
+          if (key === 'users' && targetDone) throw new UnreadableFile('The file holds `users` twice: which list is meant?')
+          afterUsersColon = key === 'users'
+        }
         else if (b === 0x5b && afterUsersColon) {
           depth = 2
           inTarget = true
