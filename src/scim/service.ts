@@ -114,6 +114,10 @@ function desiredFrom(next: Obj, prev: Obj | undefined): Desired {
       const value = address(e.value, 'emails.value')
       if (!addresses.some((a) => sameMailbox(a, value))) addresses.push(value)
     }
+    // userName is the primary address: emails that leave it out remove what the user signs in with.
+    if (prev && !emails.some((e) => typeof e.value === 'string' && sameMailbox(e.value, userName))) {
+      throw invalidValue(`emails must hold the userName's address ${userName}: change userName to another of them first`)
+    }
   }
   const externalId = next.externalId === undefined || next.externalId === null ? null : next.externalId
   if (externalId !== null && (typeof externalId !== 'string' || externalId.length === 0 || externalId.length > 255)) {
@@ -136,6 +140,8 @@ const PUT_ATTRIBUTES: Record<string, string> = {
 
 function replaced(current: ScimJson, body: unknown): Obj {
   if (!isObj(body)) throw invalidValue('The body is not a User')
+  // A replacement is the whole User, and a User has a userName (RFC 7643 §4.1.1).
+  if (!Object.entries(body).some(([k, v]) => k.toLowerCase() === 'username' && v !== null && v !== undefined)) throw invalidValue('userName is required')
   const next: Obj = { ...current }
   // A replacement names the name in full: the parts it leaves out are gone, so that a new given name is seen as new.
   if (Object.keys(body).some((k) => k.toLowerCase() === 'name')) delete next.name

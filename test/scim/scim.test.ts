@@ -394,6 +394,34 @@ t.test('a ban whose end has come shows active at once, under a tag of its own; a
   t.match(user, { status: 'BANNED', ban: { reason: 'deprovisioned', until: null } })
 })
 
+t.test('the userName\'s address cannot be removed under it, and a replacement names a userName', async (t) => {
+  const app = await build(t)
+  const idp = await scimToken(app)
+  const created = await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'fay@example.com', emails: [{ value: 'fay@example.com', primary: true }, { value: 'fay2@example.com' }] })
+  const id = created.json().id
+  const patch = (operation: unknown) => scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [operation] })
+  for (const operation of [
+    { op: 'remove', path: 'emails[value eq "fay@example.com"]' },
+    { op: 'remove', path: 'emails[primary eq true]' },
+    { op: 'remove', path: 'emails' },
+    { op: 'replace', path: 'emails', value: [] },
+    { op: 'replace', path: 'emails', value: [{ value: 'fay2@example.com' }] }
+  ]) {
+    const res = await patch(operation)
+    assertScimError(t, res, 400, 'invalidValue')
+    t.match(res.json().detail, /userName/, JSON.stringify(operation))
+  }
+  const put = await scim(app, idp, 'PUT', `/Users/${id}`, { schemas: [USER], displayName: 'No userName' })
+  assertScimError(t, put, 400, 'invalidValue')
+  t.match(put.json().detail, /userName is required/)
+  const now = await scim(app, idp, 'GET', `/Users/${id}`)
+  t.equal(now.headers.etag, created.headers.etag, 'nothing changed')
+  t.same(now.json().emails.map((e: any) => [e.value, e.primary]), [['fay@example.com', true], ['fay2@example.com', false]])
+  const moved = await patch({ op: 'replace', path: 'emails', value: [{ value: 'fay2@example.com', primary: true }] })
+  t.equal(moved.statusCode, 200, 'a replacement that makes another address primary moves userName with it')
+  t.match(moved.json(), { userName: 'fay2@example.com', emails: [{ value: 'fay2@example.com', primary: true }] })
+})
+
 t.test('what the API refuses, SCIM refuses: addresses, the address limit, name types; names in any case', async (t) => {
   const app = await build(t, { env: { MAX_EMAILS_PER_USER: '3' } })
   const idp = await scimToken(app)
