@@ -84,10 +84,32 @@ export function parseFilter(text: string): FilterNode {
   try {
     node = parse(standIns)
   } catch (err) {
-    throw invalidFilter(`The filter is malformed: ${(err as Error).message.replace(/\s+/g, ' ').trim()}`)
+    throw invalidFilter(`The filter is malformed: ${whatIsWrong((err as Error).message, strings)}`)
   }
   if (terms(node) > MAX_TERMS) throw invalidFilter(`The filter has more than ${MAX_TERMS} comparisons`)
   return withStrings(node, strings)
+}
+
+/**
+ * The parser's complaint in the filter's own terms: the part it stopped at, with the strings it was given as
+ * stand-ins shown as written.
+ */
+function whatIsWrong(message: string, strings: string[]): string {
+  const shown = (token: string) => {
+    const standIn = /^"(\d+)"$/.exec(token.trim())
+    return standIn ? JSON.stringify(strings[Number(standIn[1])]) : `\`${token.trim()}\``
+  }
+  const said = message.replace(/\s+/g, ' ').trim()
+  let m
+  if ((m = /^unexpected EOT .*,\[(.*)\],$/.exec(said))) return `${shown(m[1]!)} follows a whole expression (a missing and, or, or a parenthesis too many?)`
+  if (/^\[\(EOT\)\] is not json$/.test(said)) return 'a comparison ends without the value it compares with'
+  if ((m = /^\[(.+)\(\w+\)\] is not json$/.exec(said))) return `${shown(m[1]!)} is not a value: a value is a "string", a number, true, false or null`
+  if ((m = /^Unexpected token (.*) as valFilter operator$/.exec(said))) return `${shown(m[1]!)} is not an attribute followed by one of eq, ne, co, sw, ew, pr, gt, ge, lt, le`
+  if (/expected '\)'$/.test(said)) return 'a ( is not closed'
+  if (/expected '\]'$/.test(said)) return 'a [ is not closed'
+  if (/^Unexpected token \(EOT\)$/.test(said)) return 'it ends where an expression is expected'
+  if ((m = /^Unexpected token (.*) \(\w+\)$/.exec(said))) return `${shown(m[1]!)} stands where an attribute is expected`
+  return said.replace(/"(\d+)"/g, (_, n: string) => JSON.stringify(strings[Number(n)]))
 }
 
 /** A quoted string, its escapes whatever follows a backslash (JSON.parse then tells whether they are JSON's). */

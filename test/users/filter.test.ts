@@ -81,11 +81,17 @@ t.test('the filter language over GET /users: every operator, precedence, escapes
   t.same(await selected(app, ada, 'role eq "admin"'), [], 'and nothing of others through a filter')
 
   const refused: Array<[string, RegExp]> = [
-    ['name eq', /malformed/],
+    ['name eq', /malformed: a comparison ends without the value/],
+    ['name eq "a")', /malformed: `\)` follows a whole expression/],
+    ['"a" eq name', /malformed: "a" stands where an attribute is expected/],
+    ['name pr "a"', /malformed: "a" follows a whole expression/],
+    ['status eq Active', /malformed: `Active` is not a value/],
+    ['emails[value eq "x"', /malformed: a \[ is not closed/],
+    ['name eq "a" or or', /malformed: `or` is not an attribute followed by one of eq/],
     ['name xx "a"', /malformed/],
     ['name eq "unterminated', /malformed/],
-    ['(name eq "a"', /malformed/],
-    ['name eq "a" and', /malformed/],
+    ['(name eq "a"', /malformed: a \( is not closed/],
+    ['name eq "a" and', /malformed: it ends where an expression is expected/],
     ['password eq "x"', /password/],
     ['metadata.unknown.plan eq "x"', /metadata\.unknown\.plan/],
     [`metadata.public.${'k'.repeat(65)} eq "x"`, /metadata\.public\.k/],
