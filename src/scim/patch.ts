@@ -104,7 +104,10 @@ function emailEntry(value: unknown): Obj {
 }
 
 function emailEntries(value: unknown): Obj[] {
-  return (Array.isArray(value) ? value : [value]).map(emailEntry)
+  const entries = (Array.isArray(value) ? value : [value]).map(emailEntry)
+  // RFC 7643 §2.4: primary true appears once at most.
+  if (entries.filter((e) => e.primary === true).length > 1) throw new ScimInvalid('invalidValue', 'More than one of the emails given is primary')
+  return entries
 }
 
 /** One primary at most: the last entry marked primary keeps the mark. */
@@ -205,6 +208,7 @@ export function applyPatch(resource: ScimJson, body: unknown): ScimJson {
     if (op !== 'add' && op !== 'replace' && op !== 'remove') throw invalidSyntax(`The op ${JSON.stringify(opName)} is none of add, replace and remove`)
     const rawPath = field('path')
     const value = field('value')
+    if (op !== 'remove' && value === undefined) throw invalidSyntax(`An ${op} needs a value`)
     if (rawPath !== undefined && rawPath !== null && rawPath !== '') {
       if (typeof rawPath !== 'string') throw new ScimInvalid('invalidPath', 'path is a string')
       const path = parsePath(rawPath)

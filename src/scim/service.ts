@@ -101,6 +101,7 @@ function desiredFrom(next: Obj, prev: Obj | undefined): Desired {
   checkNameTypes(next)
   let userName = address(next.userName, 'userName')
   const emails = Array.isArray(next.emails) ? next.emails.filter(isObj) : undefined
+  if (emails && emails.filter((e) => e.primary === true).length > 1) throw invalidValue('More than one of the emails is primary')
   const prevPrimary = typeof prev?.userName === 'string' ? prev.userName : undefined
   // A change of the primary address through `emails` (Entra's `emails[type eq "work"].value`) moves userName with it.
   const primary = emails?.find((e) => e.primary === true && typeof e.value === 'string')

@@ -411,6 +411,11 @@ t.test('the userName\'s address cannot be removed under it, and a replacement na
     assertScimError(t, res, 400, 'invalidValue')
     t.match(res.json().detail, /userName/, JSON.stringify(operation))
   }
+  const twoPrimaries = [{ value: 'fay@example.com', primary: true }, { value: 'fay2@example.com', primary: true }]
+  assertScimError(t, await patch({ op: 'replace', path: 'emails', value: twoPrimaries }), 400, 'invalidValue')
+  assertScimError(t, await scim(app, idp, 'PUT', `/Users/${id}`, { schemas: [USER], userName: 'fay@example.com', emails: twoPrimaries }), 400, 'invalidValue')
+  assertScimError(t, await patch({ op: 'add', path: 'emails' }), 400, 'invalidSyntax')
+  assertScimError(t, await patch({ op: 'replace', path: 'displayName' }), 400, 'invalidSyntax')
   const put = await scim(app, idp, 'PUT', `/Users/${id}`, { schemas: [USER], displayName: 'No userName' })
   assertScimError(t, put, 400, 'invalidValue')
   t.match(put.json().detail, /userName is required/)
