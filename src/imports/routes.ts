@@ -139,7 +139,7 @@ const imports: FastifyPluginAsyncTypebox = async (app) => {
     }, async (request, reply) => {
       const caller = callerOf(request)
       const body = request.body
-      if (!(body instanceof Readable)) throw invalidField('', 'body', 'is required: the file to import')
+      if (!(body instanceof Readable)) throw invalidField('', 'body', 'is required: the file to import', 'The file to import is required as the body')
       let parameters: Parameters = request.query
       let file: Readable = body
       if (request.headers['content-type']?.toLowerCase().startsWith('multipart/form-data')) {
