@@ -36,14 +36,24 @@ export async function keepAnAdmin(trx: Trx, id: number): Promise<void> {
   if (admins.includes(id) && admins.length <= 1) throw new LastAdmin()
 }
 
+/** Locks a user for its deletion, in the order every removal takes its locks: the active admins, then its row. */
+export async function lockForDeletion(trx: Trx, id: number): Promise<UserRow> {
+  await keepAnAdmin(trx, id)
+  return lockUserRow(trx, id)
+}
+
 /**
  * Deletes a user with its addresses, sessions, tokens and metadata at a version If-Match allows, and forgets it
  * (`user.deleted`, erased; accounts/erasure.ts).
  */
 export async function deleteUser(trx: Trx, id: number, expected: Expected, cause: Cause): Promise<void> {
-  await keepAnAdmin(trx, id)
-  const row = await lockUserRow(trx, id)
+  const row = await lockForDeletion(trx, id)
   mustMatch(row.version, expected)
+  await deleteLocked(trx, id, cause)
+}
+
+/** Deletes a user `lockForDeletion` locked, and forgets it. */
+export async function deleteLocked(trx: Trx, id: number, cause: Cause): Promise<void> {
   await endSessions(trx, id, cause, 'user_deleted')
   await recordDeletion(trx, cause, id)
   const addresses = (await trx.selectFrom('emails').select('address').where('user_id', '=', id).execute()).map((r) => r.address)
@@ -59,8 +69,7 @@ export async function deleteUser(trx: Trx, id: number, expected: Expected, cause
  * scheduled already stays as it is. The user as it now stands.
  */
 export async function scheduleDeletion(trx: Trx, id: number, at: number, expected: Expected, cause: Cause): Promise<UserRow> {
-  await keepAnAdmin(trx, id)
-  const before = await lockUserRow(trx, id)
+  const before = await lockForDeletion(trx, id)
   mustMatch(before.version, expected)
   if (before.deletion_scheduled_at !== null) return before
   const after = await rewrite(trx, before, at, cause, 'user.deletion_scheduled')
@@ -97,13 +106,12 @@ export async function dueDeletions(db: Db, now: number, limit: number): Promise<
  * that a restore, or another instance, in between wins. Whether it deleted the user.
  */
 export async function deleteIfDue(trx: Trx, id: number, now: number, base: string): Promise<boolean> {
-  // The active admins before the user's row, in the order every removal takes them (keepAnAdmin); a user restored
-  // meanwhile as the last admin, or gone, is not this job's to delete.
-  const row = await keepAnAdmin(trx, id).then(() => lockUserRow(trx, id)).catch((err: unknown) => {
+  // A user restored meanwhile as the last admin, or gone, is not this job's to delete.
+  const row = await lockForDeletion(trx, id).catch((err: unknown) => {
     if (err instanceof NotFound || err instanceof LastAdmin) return undefined
     throw err
   })
   if (row === undefined || row.deletion_scheduled_at === null || row.deletion_scheduled_at > now) return false
-  await deleteUser(trx, id, undefined, systemCause(base))
+  await deleteLocked(trx, id, systemCause(base))
   return true
 }

@@ -9,21 +9,23 @@ export function versionTag(version: number, ended = false): string {
   return ended ? `"v${version}-ended"` : `"v${version}"`
 }
 
+/** The tags an If-Match header names, each trimmed: undefined without the header, 'any' for `*`. */
+export function ifMatchTags(header: string | string[] | undefined): 'any' | string[] | undefined {
+  if (header === undefined) return undefined
+  const value = Array.isArray(header) ? header.join(',') : header
+  if (value.trim() === '*') return 'any'
+  return value.split(',').map((tag) => tag.trim())
+}
+
 /**
  * What an If-Match header asks for: undefined without the header, 'any' for `*`, else the versions it names.
  * Tags that are not ours name no version, so they can never match.
  */
 export function ifMatchVersions(header: string | string[] | undefined): Expected {
-  if (header === undefined) return undefined
-  const value = Array.isArray(header) ? header.join(',') : header
-  if (value.trim() === '*') return 'any'
-  const versions: number[] = []
-  for (const tag of value.split(',')) {
-    // Either representation of a version names it: a write checks what it was read at.
-    const m = /^\s*"v([1-9][0-9]{0,14})(?:-ended)?"\s*$/.exec(tag)
-    if (m) versions.push(Number(m[1]))
-  }
-  return versions
+  const tags = ifMatchTags(header)
+  if (!Array.isArray(tags)) return tags
+  // Either representation of a version names it: a write checks what it was read at.
+  return tags.flatMap((tag) => /^"v([1-9][0-9]{0,14})(?:-ended)?"$/.exec(tag)?.[1] ?? []).map(Number)
 }
 
 /** Weak comparison of If-None-Match against a tag (RFC 9110 13.1.2). */
@@ -44,6 +46,6 @@ export const contentTag = (representation: unknown): string => digestTag(JSON.st
 
 /** Whether an If-Match header allows a write to the resource now tagged `tag` (strong comparison, RFC 9110 13.1.1). */
 export function ifMatchAllows(header: string | undefined, tag: string): boolean {
-  if (header === undefined || header.trim() === '*') return true
-  return header.split(',').some((t) => t.trim() === tag)
+  const tags = ifMatchTags(header)
+  return !Array.isArray(tags) || tags.includes(tag)
 }

@@ -2,6 +2,7 @@ import { SCIM_BASE, SCIM_USER_SCHEMA } from '../../schemas/scim.js'
 import type { ScimToken } from '../../schemas/scim.js'
 import { VersionConflict } from '../common/errors.js'
 import { isoTimestamp as iso } from '../common/timestamps.js'
+import { ifMatchTags } from '../http/etag.js'
 import { bannedAt } from '../accounts/users.js'
 import type { ScimTokenRow, ScimUserRow } from './repository.js'
 
@@ -32,9 +33,8 @@ export function scimVersion(row: Versioned, now = Date.now()): string {
 export type ScimPrecondition = 'any' | string[] | undefined
 
 export function scimPrecondition(header: string | undefined): ScimPrecondition {
-  if (header === undefined) return undefined
-  if (header.trim() === '*') return 'any'
-  return header.split(',').map((tag) => tag.trim().replace(/^W\//, ''))
+  const tags = ifMatchTags(header)
+  return Array.isArray(tags) ? tags.map((tag) => tag.replace(/^W\//, '')) : tags
 }
 
 /** PRECONDITION_FAILED unless the If-Match names the user's version and addresses as they now are, either way shown. */

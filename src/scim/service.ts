@@ -2,7 +2,7 @@ import type { Updateable } from 'kysely'
 import type { UsersTable } from '../../db/types.js'
 import { SCIM_MAX_RESULTS } from '../../schemas/scim.js'
 import { claimingStale, insertEmail, makePrimary, removeEmail, verifyAddress } from '../accounts/addresses.js'
-import { deleteUser, insertUser, keepAnAdmin } from '../accounts/removal.js'
+import { deleteLocked, insertUser, keepAnAdmin, lockForDeletion } from '../accounts/removal.js'
 import { presentEmail, presentUser } from '../accounts/present.js'
 import { NO_PASSWORD, newToken, type Passwords } from '../accounts/secrets.js'
 import { endSessions } from '../accounts/sessions.js'
@@ -216,13 +216,9 @@ export class ScimService {
   /** Deletes the user as an admin's DELETE /users/{id} does (`user.deleted`, its sessions ended, its addresses gone). */
   async remove(id: number, expected: ScimPrecondition, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
-      if (expected !== undefined) {
-        // The precondition is checked under the locks the deletion takes, in the order it takes them.
-        await keepAnAdmin(trx, id)
-        await lockUserRow(trx, id)
-        mustMatchScim(written(await findScimUser(trx, id), `user ${id}`), expected)
-      }
-      await deleteUser(trx, id, undefined, cause)
+      await lockForDeletion(trx, id)
+      if (expected !== undefined) mustMatchScim(written(await findScimUser(trx, id), `user ${id}`), expected)
+      await deleteLocked(trx, id, cause)
     })
   }
 
