@@ -41,9 +41,10 @@ export async function deleteScimToken(db: Db, id: number): Promise<boolean> {
   return Number(result.numDeletedRows) === 1
 }
 
+/** The users SCIM shows: those whose deletion is not scheduled (such a user is gone but for the API's admins). */
 function selectScimUsers(db: Db | Trx) {
   return db.selectFrom('users').leftJoin('emails', 'emails.primary_user_id', 'users.id')
-    .select([...USER_COLUMNS, 'users.external_id'])
+    .select([...USER_COLUMNS, 'users.external_id']).where('users.deletion_scheduled_at', 'is', null)
 }
 
 /** The addresses of these users, in one query, grouped by user in the order they were added. */
@@ -80,7 +81,8 @@ export async function listScimUsers(db: Db, filter: FilterNode | undefined, offs
 }
 
 async function countUsers(db: Db, where: ReturnType<typeof scimUserFilter>): Promise<number> {
-  const row = await db.selectFrom('users').select((eb) => eb.fn.countAll<number | string | bigint>().as('n')).where(where).executeTakeFirstOrThrow()
+  const row = await db.selectFrom('users').select((eb) => eb.fn.countAll<number | string | bigint>().as('n')).where(where)
+    .where('users.deletion_scheduled_at', 'is', null).executeTakeFirstOrThrow()
   return Number(row.n)
 }
 

@@ -171,8 +171,9 @@ export class ScimService {
     return { ...page, startIndex: start }
   }
 
-  async get(id: number): Promise<ScimUserRow> {
-    const row = await findScimUser(this.db, id)
+  /** The user as SCIM shows it (in `db`, a transaction holding its lock): not found if its deletion is scheduled. */
+  async get(id: number, db: Db | Trx = this.db): Promise<ScimUserRow> {
+    const row = await findScimUser(db, id)
     if (!row) throw userNotFound(`id ${id}`)
     return row
   }
@@ -216,9 +217,10 @@ export class ScimService {
   /** Deletes the user as an admin's DELETE /users/{id} does (`user.deleted`, its sessions ended, its addresses gone). */
   async remove(id: number, expected: ScimPrecondition, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
-      await lockForDeletion(trx, id)
-      if (expected !== undefined) mustMatchScim(written(await findScimUser(trx, id), `user ${id}`), expected)
-      await deleteLocked(trx, id, cause)
+      const row = await lockForDeletion(trx, id)
+      const shown = await this.get(id, trx)
+      if (expected !== undefined) mustMatchScim(shown, expected)
+      await deleteLocked(trx, row, cause)
     })
   }
 
@@ -252,7 +254,7 @@ export class ScimService {
     return inTransaction(this.db, async (trx) => {
       if (!early.active) await keepAnAdmin(trx, id)
       const locked = await lockUserRow(trx, id)
-      const current = written(await findScimUser(trx, id), `user ${id}`)
+      const current = await this.get(id, trx)
       mustMatchScim(current, expected)
       const shown = presentScimUser(current, cause.base)
       const want = desiredFrom(build(shown), shown)

@@ -525,15 +525,57 @@ t.test('the total of an unfiltered list counts every user, however it came and w
   t.match(page, { totalResults: 4, itemsPerPage: 4 }, 'a full page tells the same total')
 })
 
-t.test('the tally\'s migration counts the users already there', async (t) => {
+t.test('the tally\'s migrations count the users already there, less those whose deletion is scheduled', async (t) => {
   const { db, migrateTo } = await migratingDatabase(t)
   await migrateTo('0017_idempotency_user')
   const now = Date.now()
-  for (const name of ['a', 'b', 'c']) {
-    await sql`insert into users (name, name_search, password_hash, status, role, version, created_at, updated_at)
-      values (${name}, ${name}, 'x', 'ACTIVE', 'user', 1, ${now}, ${now})`.execute(db)
+  for (const name of ['a', 'b', 'c', 'd']) {
+    await sql`insert into users (name, name_search, password_hash, status, role, version, created_at, updated_at, deletion_scheduled_at)
+      values (${name}, ${name}, 'x', 'ACTIVE', 'user', 1, ${now}, ${now}, ${name === 'd' ? now + 60_000 : null})`.execute(db)
+  }
+  const tally = async () => {
+    const rows = await sql<{ slots: number | string; users: number | string }>`select count(*) as slots, sum(users) as users from user_tally`.execute(db)
+    return [Number(rows.rows[0]!.slots), Number(rows.rows[0]!.users)]
   }
   await migrateTo('0018_user_tally')
-  const tally = await sql<{ slots: number | string; users: number | string }>`select count(*) as slots, sum(users) as users from user_tally`.execute(db)
-  t.same([Number(tally.rows[0]!.slots), Number(tally.rows[0]!.users)], [16, 3])
+  t.same(await tally(), [16, 4])
+  await migrateTo('0020_tally_scheduled')
+  t.same(await tally(), [16, 3])
+})
+
+t.test('a user whose deletion is scheduled is gone for SCIM, its address held, until it is restored', async (t) => {
+  const app = await build(t, { deletions: { everyMs: 50 }, env: { ACCOUNT_DELETION_GRACE_SECONDS: '600' } })
+  const idp = await scimToken(app)
+  const admin = idp.admin.headers
+  const created = (await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'leaving@example.com', externalId: 'ext-leaving' })).json()
+  const other = Number((await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'staying@example.com' })).json().id)
+  const total = async () => (await scim(app, idp, 'GET', '/Users?count=0')).json().totalResults
+  t.equal(await total(), 3, 'the admin and two')
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${created.id}`, headers: admin })).statusCode, 202)
+
+  assertScimError(t, await scim(app, idp, 'GET', `/Users/${created.id}`), 404)
+  t.equal(await total(), 2, 'left out of the total')
+  const page = (await scim(app, idp, 'GET', '/Users')).json()
+  t.same(page.Resources.map((u: { id: string }) => u.id), [String(idp.admin.id), String(other)], 'and of the list')
+  t.equal(page.totalResults, 2)
+  t.equal((await scim(app, idp, 'GET', byUserName('leaving@example.com'))).json().totalResults, 0, 'a lookup finds none')
+  t.equal((await scim(app, idp, 'GET', `/Users?filter=${encodeURIComponent('externalId eq "ext-leaving" or userName sw "s"')}`)).json().totalResults, 1)
+  assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${created.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: false } }] }), 404)
+  assertScimError(t, await scim(app, idp, 'PUT', `/Users/${created.id}`, { schemas: [USER], userName: 'leaving@example.com' }), 404)
+  assertScimError(t, await scim(app, idp, 'DELETE', `/Users/${created.id}`, undefined, { 'if-match': created.meta.version }), 404)
+  assertScimError(t, await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'LEAVING@example.com' }), 409, 'uniqueness')
+  assertScimError(t, await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'new@example.com', externalId: 'ext-leaving' }), 409, 'uniqueness')
+  t.equal((await app.inject({ url: `/users/${created.id}`, headers: admin })).statusCode, 200, 'the API\'s admins still read it')
+
+  t.equal((await app.inject({ method: 'POST', url: `/users/${created.id}/restore`, headers: admin })).statusCode, 200)
+  t.equal((await scim(app, idp, 'GET', `/Users/${created.id}`)).statusCode, 200, 'restored, it is back')
+  t.equal(await total(), 3)
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${created.id}`, headers: admin })).statusCode, 202)
+  t.equal(await total(), 2)
+  await app.db.updateTable('users').set({ deletion_scheduled_at: Date.now() }).where('id', '=', Number(created.id)).execute()
+  for (let i = 0; i < 100 && await app.db.selectFrom('users').select('id').where('id', '=', Number(created.id)).executeTakeFirst(); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  assertProblem(t, await app.inject({ url: `/users/${created.id}`, headers: admin }), 404, 'USER_NOT_FOUND')
+  t.equal(await total(), 2, 'made final, it does not leave the total twice')
 })
