@@ -166,10 +166,14 @@ function nameOf(name: string | undefined, email: string | null, externalId: stri
   return trimmed
 }
 
-function timeOf(value: string | number | undefined, email: string | null, externalId: string | null): number | null {
+/** How far ahead of this clock a creation time may be: the clock of the instance that exported it may run ahead. */
+const CLOCK_SKEW_MS = 24 * 3600 * 1000
+
+function timeOf(value: string | number | undefined, field: string, email: string | null, externalId: string | null): number | null {
   if (value === undefined) return null
   const at = typeof value === 'number' ? value : /^[0-9]+$/.test(value) ? Number(value) : Date.parse(value)
-  if (!Number.isFinite(at) || at < 0 || at > 8_640_000_000_000_000) throw new LineError('VALIDATION_FAILED', '/created_at: is not a time', email, externalId)
+  if (!Number.isFinite(at) || at < 0 || at > 8_640_000_000_000_000) throw new LineError('VALIDATION_FAILED', `/${field}: is not a time`, email, externalId)
+  if (at > Date.now() + CLOCK_SKEW_MS) throw new LineError('VALIDATION_FAILED', `/${field}: is in the future`, email, externalId)
   return at
 }
 
@@ -190,7 +194,7 @@ function roster(record: unknown, maxBytes: number): Incoming {
     passwordHash: line.password_hash ? hashOf(() => parsePasswordHash(line.password_hash!), primary, externalId) : null,
     status: line.status ?? null,
     role: line.role ?? null,
-    createdAt: timeOf(line.created_at, primary, externalId),
+    createdAt: timeOf(line.created_at, 'created_at', primary, externalId),
     metadata
   }
 }
@@ -241,7 +245,7 @@ function firebase(record: unknown, parameters: FirebaseParameters | null): Incom
     passwordHash,
     status: line.disabled === undefined ? null : line.disabled ? 'BANNED' : 'ACTIVE',
     role: null,
-    createdAt: timeOf(line.createdAt, line.email, externalId),
+    createdAt: timeOf(line.createdAt, 'createdAt', line.email, externalId),
     metadata: {}
   }
 }

@@ -97,6 +97,25 @@ t.test('roster NDJSON: users created with their addresses, marks and passwords; 
   t.match(metrics, /result="created"} 3/, 'the metrics count lines by result')
 })
 
+t.test('a creation time ahead of the clock fails its line; a blank name is no name', async (t) => {
+  const app = await build(t, FAST)
+  const admin = await adminUser(app)
+  const soon = new Date(Date.now() + 3600_000).toISOString()
+  const file = ndjson(
+    { email: 'future@example.com', created_at: '2999-01-01T00:00:00Z' },
+    { email: 'skewed@example.com', created_at: soon },
+    { email: 'blank@example.com', name: '  ' }
+  )
+  const done = await imported(app, admin, file)
+  t.match(done, { created: 2, failed: 1 })
+  t.match(await errorsOf(app, admin, done.id), [{ line: 1, code: 'VALIDATION_FAILED', detail: '/created_at: is in the future', email: 'future@example.com' }])
+  t.equal((await userByEmail(app, admin, 'skewed@example.com'))?.created_at, soon, 'a clock an hour ahead is a clock, not the future')
+  t.equal((await userByEmail(app, admin, 'blank@example.com'))?.name, 'blank', 'named after its address')
+  const firebase = JSON.stringify({ users: [{ localId: 'f1', email: 'fb-future@example.com', createdAt: String(Date.now() + 7 * 86400_000) }] })
+  const fb = await imported(app, admin, firebase, '?format=firebase', 'application/json')
+  t.match(await errorsOf(app, admin, fb.id), [{ code: 'VALIDATION_FAILED', detail: '/createdAt: is in the future' }])
+})
+
 t.test('on_conflict=update sets the fields given and adds missing addresses; dry_run changes nothing', async (t) => {
   const app = await build(t, FAST)
   const admin = await adminUser(app)
