@@ -224,6 +224,7 @@ async function * jsonArray(chunks: AsyncIterable<Buffer>, maxBytes: number, unde
   if (!started) throw new UnreadableFile('The file is empty')
   if (depth !== 0 || inString) throw new UnreadableFile('The file ends before its JSON does: is it truncated?')
   if (!targetDone) throw new UnreadableFile('The file is not a Firebase export: it has no `users` array')
+  if (line === 0) throw new UnreadableFile('The file holds no user')
 }
 
 /** The records of a file in the given layout, each at most `maxBytes`; UnreadableFile when the file as a whole is not. */

@@ -197,6 +197,10 @@ t.test('a file that is not its format, truncated, too large or abusive: a clear 
   const list = (await app.inject({ method: 'GET', url: '/imports', headers: admin.headers })).json<{ items: ImportBody[] }>().items
   t.equal(list.length, 6, 'the refused upload left no import behind')
   t.same(list.map((i) => i.id), [...list.map((i) => i.id)].sort((a, b) => b - a), 'newest first')
+  for (const [file, format] of [['\n \n', 'roster'], [' [ ] ', 'auth0'], ['{"users": []}', 'firebase']]) {
+    t.match(await imported(app, admin, file!, `?format=${format}`, format === 'roster' ? undefined : 'application/json'),
+      { status: 'failed', lines: 0, detail: 'The file holds no user' }, `${format}: a file of no user is a mistake, in every format`)
+  }
   assertProblem(t, await upload(app, admin, 'x', '?format=csv'), 400, 'VALIDATION_FAILED')
   assertProblem(t, await upload(app, admin, 'x', '?firebase_rounds=8'), 400, 'VALIDATION_FAILED')
   const noBody = await app.inject({ method: 'POST', url: '/imports', headers: admin.headers })
