@@ -93,7 +93,7 @@ export const UserQuery = Type.Object(
     email: Type.Optional(Type.String({ minLength: 1, maxLength: 254, description: 'Any address of the user, exact, case-insensitive' })),
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 202, description: '`ada`, `ada*`, `*ada` or `*ada*`, case-insensitive' })),
     status: Type.Optional(ref(UserStatus)),
-    filter: Type.Optional(Type.String({ minLength: 1, maxLength: 2000, description: 'SCIM filter syntax over email, name, status, role, external_id, created_at, updated_at and id: `email ew "@example.com"`' })),
+    filter: Type.Optional(Type.String({ maxLength: 2000, description: 'SCIM filter syntax over email, name, status, role, external_id, created_at, updated_at and id: `email ew "@example.com"`' })),
     limit: Limit,
     cursor: Cursor
   },

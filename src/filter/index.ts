@@ -69,6 +69,7 @@ const SCIM_USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:user:'
 /** Parses a filter's text; INVALID_FILTER naming the offending part when it is not one. */
 export function parseFilter(text: string): FilterNode {
   if (text.length > MAX_LENGTH) throw invalidFilter(`The filter is longer than ${MAX_LENGTH} characters`)
+  if (text.trim() === '') throw invalidFilter('The filter is empty: leave it out to select every user')
   // The parser reads a string's backslashes as themselves (but before a quote): each string is read here, as the
   // JSON string RFC 7644 makes it, and the parser is given a stand-in for it.
   const strings: string[] = []
@@ -80,6 +81,9 @@ export function parseFilter(text: string): FilterNode {
     }
     return `"${strings.length - 1}"`
   })
+  // RFC 7644 gives `not` a parenthesised expression only: without them, how far it reaches is a guess.
+  const bareNot = /(?:^|[\s(\[])(not)(?=\s)(?!\s*\()/i.exec(standIns)
+  if (bareNot) throw invalidFilter(`The filter is malformed: \`${bareNot[1]}\` takes an expression in parentheses, as not (…)`)
   let node: Filter
   try {
     node = parse(standIns)

@@ -163,7 +163,7 @@ export class ScimService {
   constructor(private readonly db: Db, private readonly passwords: Passwords, private readonly options: ScimOptions) {}
 
   async list(filter: string | undefined, startIndex: number, count: number) {
-    const node = filter === undefined || filter.trim() === '' ? undefined : parseFilter(filter)
+    const node = filter === undefined ? undefined : parseFilter(filter)
     // Past any count of users, and within what both engines take as an OFFSET.
     const start = Math.min(Math.max(1, startIndex), Number.MAX_SAFE_INTEGER)
     const size = Math.min(Math.max(0, count), SCIM_MAX_RESULTS)

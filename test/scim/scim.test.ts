@@ -272,6 +272,8 @@ t.test('errors, filters, paging, attributes', async (t) => {
   assertScimError(t, await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'nobody' }), 400, 'invalidValue')
   assertScimError(t, await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('userName eq')), 400, 'invalidFilter')
   assertScimError(t, await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('title eq "x"')), 400, 'invalidFilter')
+  assertScimError(t, await scim(app, idp, 'GET', '/Users?filter='), 400, 'invalidFilter')
+  assertScimError(t, await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('not userName eq "x"')), 400, 'invalidFilter')
   assertScimError(t, await scim(app, idp, 'GET', '/Users/999999'), 404)
   assertScimError(t, await scim(app, idp, 'GET', '/Users/abc'), 404)
   const id = Number((await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'mine@example.com' })).json().id)
