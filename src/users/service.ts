@@ -243,11 +243,14 @@ export class UsersService {
       const before = await lockUserRow(trx, id)
       if (effects.signedIn) await stillSignedIn(trx, cause)
       mustMatch(before.version, expected)
+      // Asking for what the user already is writes nothing: no version, no event, no session ended.
+      const shown = effects.shown
+      if (shown && Object.entries(shown).every(([column, value]) => before[column as keyof typeof shown] === value)) return before
       const now = Date.now()
       await updateUserRow(trx, id, { ...changes, updated_at: now })
-      const after: UserRow = { ...before, ...effects.shown, version: before.version + 1, updated_at: now }
-      const shown = presentUser(after, cause.base)
-      await recordEvent(trx, cause, effects.type, id, shown, changedFields(presentUser(before, cause.base), shown))
+      const after: UserRow = { ...before, ...shown, version: before.version + 1, updated_at: now }
+      const is = presentUser(after, cause.base)
+      await recordEvent(trx, cause, effects.type, id, is, changedFields(presentUser(before, cause.base), is))
       const ends = effects.ending?.(before)
       if (ends) await endSessions(trx, id, cause, ends.reason, ends.keep)
       return after

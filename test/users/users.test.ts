@@ -214,3 +214,25 @@ t.test('a lone UTF-16 surrogate in a JSON body is refused: 400, nothing written,
   t.equal(paired.statusCode, 200, 'a pair escaped is one character')
   t.equal(paired.json().name, 'Ada 😀')
 })
+
+t.test('asking a user to be what it is writes nothing: the same version, no event, its sessions kept', async (t) => {
+  const app = await build(t)
+  const admin = await adminUser(app)
+  const user = await newUser(app, { name: 'Same Name' })
+  const events = async () => (await app.inject({ url: `/events?user_id=${user.id}&limit=100`, headers: admin.headers })).json<{ items: unknown[] }>().items.length
+  const before = await events()
+  const tag = (await app.inject({ url: `/users/${user.id}`, headers: admin.headers })).headers.etag
+  const same: Array<[string, Record<string, string>]> = [['name', { name: ' Same Name ' }], ['status', { status: 'ACTIVE' }], ['role', { role: 'user' }]]
+  for (const [field, payload] of same) {
+    const res = await app.inject({ method: 'PUT', url: `/users/${user.id}/${field}`, headers: { ...admin.headers, 'if-match': String(tag) }, payload })
+    t.equal(res.statusCode, 200, field)
+    t.equal(res.headers.etag, tag, `${field}: the version stays`)
+  }
+  t.equal(await events(), before, 'no event')
+  t.equal((await app.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode, 200, 'its session stands')
+  assertProblem(t, await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: { ...admin.headers, 'if-match': '"v99"' }, payload: { status: 'ACTIVE' } }), 412, 'PRECONDITION_FAILED')
+  const banned = await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload: { status: 'BANNED', reason: 'spam' } })
+  t.not(banned.headers.etag, tag, 'a change is a new version')
+  const again = await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload: { status: 'BANNED', reason: 'spam' } })
+  t.not(again.headers.etag, banned.headers.etag, 'a ban placed again is a new ban: its time and author are new')
+})
