@@ -37,7 +37,8 @@ export const User = Type.Object(
     created_at: Timestamp,
     updated_at: Timestamp,
     ban: Type.Union([ref(Ban), Type.Null()], { description: 'Why and until when the user is banned; null when it is not' }),
-    deletion_scheduled_at: Type.Union([Timestamp, Type.Null()], { description: 'When the user\'s scheduled deletion becomes final (ACCOUNT_DELETION_GRACE_SECONDS); until then an admin may restore it. Null when none is scheduled' })
+    deletion_scheduled_at: Type.Union([Timestamp, Type.Null()], { description: 'When the user\'s scheduled deletion becomes final (ACCOUNT_DELETION_GRACE_SECONDS); until then an admin may restore it. Null when none is scheduled' }),
+    external_id: Type.Union([Type.String(), Type.Null()], { description: 'The user\'s id in the system it came from (an import\'s external_id, a directory\'s SCIM externalId); null when none' })
   },
   { $id: 'User', description: 'A user; responses may gain fields: clients must ignore the ones they do not know', examples: [{'id': 42, 'href': '/users/42', 'name': 'Ada Lovelace', 'email': 'ada@example.com', 'status': 'ACTIVE', 'role': 'user', 'created_at': '2026-11-21T10:00:00.000Z', 'updated_at': '2026-11-21T10:00:00.000Z'}] }
 )

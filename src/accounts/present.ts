@@ -35,7 +35,8 @@ export function presentUser(row: UserRow, base: string): User {
         by: { type: row.banned_by_type ?? 'admin', id: row.banned_by_id }
       }
       : null,
-    deletion_scheduled_at: row.deletion_scheduled_at === null ? null : iso(row.deletion_scheduled_at)
+    deletion_scheduled_at: row.deletion_scheduled_at === null ? null : iso(row.deletion_scheduled_at),
+    external_id: row.external_id
   }
 }
 

@@ -12,7 +12,7 @@ export const USER_COLUMNS = [
   'users.id', 'users.name', 'emails.address as email', 'users.status', 'users.role',
   'users.version', 'users.created_at', 'users.updated_at',
   'users.ban_reason', 'users.banned_until', 'users.banned_at', 'users.banned_by_type', 'users.banned_by_id',
-  'users.deletion_scheduled_at'
+  'users.deletion_scheduled_at', 'users.external_id'
 ] as const
 
 /** The ban's columns of a user row: all null unless the user is banned. */
@@ -21,7 +21,7 @@ export type BanColumns = Pick<Selectable<UsersTable>, 'ban_reason' | 'banned_unt
 export const NO_BAN: BanColumns = { ban_reason: null, banned_until: null, banned_at: null, banned_by_type: null, banned_by_id: null }
 
 /** A user as read with its primary address (null when it has none). */
-export type UserRow = Pick<Selectable<UsersTable>, 'id' | 'name' | 'status' | 'role' | 'version' | 'created_at' | 'updated_at' | 'deletion_scheduled_at'> & BanColumns & {
+export type UserRow = Pick<Selectable<UsersTable>, 'id' | 'name' | 'status' | 'role' | 'version' | 'created_at' | 'updated_at' | 'deletion_scheduled_at' | 'external_id'> & BanColumns & {
   email: string | null
 }
 

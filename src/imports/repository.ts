@@ -149,11 +149,6 @@ export function addressesOf(trx: Trx, userId: number) {
   return trx.selectFrom('emails').select(EMAIL_COLUMNS).where('user_id', '=', userId).orderBy('id').execute()
 }
 
-export async function readExternalId(trx: Trx, userId: number): Promise<string | null> {
-  const row = await trx.selectFrom('users').select('external_id').where('id', '=', userId).executeTakeFirst()
-  return row?.external_id ?? null
-}
-
 export async function readPasswordHash(trx: Trx, userId: number): Promise<string | undefined> {
   const row = await trx.selectFrom('users').select('password_hash').where('id', '=', userId).executeTakeFirst()
   return row?.password_hash

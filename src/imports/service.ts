@@ -21,7 +21,7 @@ import { changedFields, recordEvent, recordEvents, type Cause } from '../events/
 import { LineError, readRecord, type FirebaseParameters, type Incoming } from './formats.js'
 import {
   abandonedImports, addressesOf, advance, deleteImport, dropLines, finishedWithLines, finishImport, findImport, holdLease, insertEmailRows, insertErrors,
-  insertImport, insertUserRows, keysTaken, linesAfter, listErrors, listImports, markFailed, markReceived, nextClaimable, readExternalId,
+  insertImport, insertUserRows, keysTaken, linesAfter, listErrors, listImports, markFailed, markReceived, nextClaimable,
   readPasswordHash, releaseLease, stageLines, takeLease, usersNamed, type Counts, type ImportRow
 } from './repository.js'
 import { records, UnreadableFile, type Layout } from './split.js'
@@ -76,7 +76,7 @@ const createdRow = (id: number, read: Read, now: number, by: Actor): UserRow => 
   const v = newUserValues(read, now, by)
   return {
     id, name: v.name, email: read.incoming.emails.find((e) => e.primary)!.address, status: v.status, role: v.role,
-    version: 1, created_at: v.created_at, updated_at: now, ...banOf(v.status, now, by), deletion_scheduled_at: null
+    version: 1, created_at: v.created_at, updated_at: now, ...banOf(v.status, now, by), deletion_scheduled_at: null, external_id: v.external_id
   }
 }
 
@@ -426,7 +426,7 @@ export class ImportsService {
     trx: Trx, userId: number, incoming: Incoming, dry: boolean, cause: Cause, now: number, fail: (code: string, detail: string) => Outcome
   ): Promise<Outcome> {
     const before = await lockUserRow(trx, userId)
-    const externalId = await readExternalId(trx, userId)
+    const externalId = before.external_id
     if (incoming.externalId !== null && externalId !== null && externalId !== incoming.externalId) {
       return fail('CONFLICT', 'The user holding these addresses has another external_id')
     }
@@ -460,11 +460,16 @@ export class ImportsService {
       events.push({ type: 'password.changed', fields: [] })
     }
     const newExternal = incoming.externalId !== null && externalId === null
-    if (newExternal) changes.external_id = incoming.externalId
+    if (newExternal) {
+      changes.external_id = incoming.externalId
+      const updated = events.find((e) => e.type === 'user.updated')
+      if (updated) updated.fields.push('external_id')
+      else events.push({ type: 'user.updated', fields: ['external_id'] })
+    }
     // The line's metadata parts are merged into the user's (RFC 7396), as a PATCH of them would.
     const metadataChanged = Object.keys(incoming.metadata).length > 0 &&
       (await changeMetadata(trx, userId, { merge: incoming.metadata }, undefined, cause, this.options.metadataMaxBytes, true)).changed
-    if (events.length === 0 && added.length === 0 && toVerify.length === 0 && !newExternal && !metadataChanged) return { result: 'skipped', events: false }
+    if (events.length === 0 && added.length === 0 && toVerify.length === 0 && !metadataChanged) return { result: 'skipped', events: false }
     if (dry) return { result: 'updated', events: false }
 
     let after: UserRow = before
@@ -472,7 +477,8 @@ export class ImportsService {
       await updateUserRow(trx, userId, { ...changes, updated_at: now })
       after = { ...before, ...(changes.name ? { name: changes.name } : {}),
         ...(changes.status ? { status: changes.status, ...banOf(changes.status, now, cause.actor) } : {}),
-        ...(changes.role ? { role: changes.role } : {}), version: before.version + 1, updated_at: now }
+        ...(changes.role ? { role: changes.role } : {}), ...(newExternal ? { external_id: incoming.externalId } : {}),
+        version: before.version + 1, updated_at: now }
       const shown = presentUser(after, cause.base)
       const was = presentUser(before, cause.base)
       for (const event of events) {

@@ -1,5 +1,5 @@
 import type { Insertable, Selectable } from 'kysely'
-import type { ScimTokensTable, UsersTable } from '../../db/types.js'
+import type { ScimTokensTable } from '../../db/types.js'
 import type { FilterNode } from '../filter/index.js'
 import { scimUserFilter } from '../filter/index.js'
 import { EMAIL_COLUMNS, type EmailRow } from '../accounts/addresses.js'
@@ -15,8 +15,8 @@ export type ScimTokenRow = Omit<Selectable<ScimTokensTable>, 'token_hash' | 'cre
 const SCIM_EMAIL_COLUMNS = ['id', 'user_id', 'address', 'primary_user_id'] as const
 type ScimEmailRow = Pick<EmailRow, typeof SCIM_EMAIL_COLUMNS[number]>
 
-/** A user as SCIM shows it: the account's row, its directory's id, why it is banned, and every address. */
-export type ScimUserRow = UserRow & Pick<Selectable<UsersTable>, 'external_id'> & { emails: ScimEmailRow[] }
+/** A user as SCIM shows it: the account's row and every address. */
+export type ScimUserRow = UserRow & { emails: ScimEmailRow[] }
 
 const SCIM_TOKEN_COLUMNS = ['id', 'description', 'created_at', 'last_used_at'] as const
 
@@ -44,7 +44,7 @@ export async function deleteScimToken(db: Db, id: number): Promise<boolean> {
 /** The users SCIM shows: those whose deletion is not scheduled (such a user is gone but for the API's admins). */
 function selectScimUsers(db: Db | Trx) {
   return db.selectFrom('users').leftJoin('emails', 'emails.primary_user_id', 'users.id')
-    .select([...USER_COLUMNS, 'users.external_id']).where('users.deletion_scheduled_at', 'is', null)
+    .select(USER_COLUMNS).where('users.deletion_scheduled_at', 'is', null)
 }
 
 /** The addresses of these users, in one query, grouped by user in the order they were added. */

@@ -273,15 +273,16 @@ export class ScimService {
         before = after
       }
 
-      if (want.name !== current.name) await change({ name: want.name, name_search: storedNameKey(want.name) }, 'user.updated')
+      const updated: Updateable<UsersTable> = {}
+      if (want.name !== current.name) Object.assign(updated, { name: want.name, name_search: storedNameKey(want.name) })
       if (want.externalId !== current.external_id) {
         if (want.externalId !== null) {
           const holder = await userWithExternalId(trx, want.externalId)
           if (holder !== undefined && holder !== id) throw new ExternalIdTaken(want.externalId)
         }
-        // Not a field of the API's User: the version moves, no event tells it.
-        await change({ external_id: want.externalId }, null)
+        updated.external_id = want.externalId
       }
+      if (Object.keys(updated).length > 0) await change(updated, 'user.updated')
       // SCIM's User holds every address: a change of them is a change of its version.
       if (await this.placeAddresses(trx, id, want, now, cause)) await change({}, null)
       before = written(await findUserById(trx, id), `user ${id}`)

@@ -171,7 +171,8 @@ export async function lockForSession(trx: Trx, userId: number): Promise<{ user: 
     id: first.id, name: first.name, email: first.email, status: first.status, role: first.role, version: first.version,
     created_at: first.created_at, updated_at: first.updated_at, password_hash: first.password_hash,
     ban_reason: first.ban_reason, banned_until: first.banned_until, banned_at: first.banned_at,
-    banned_by_type: first.banned_by_type, banned_by_id: first.banned_by_id, deletion_scheduled_at: first.deletion_scheduled_at
+    banned_by_type: first.banned_by_type, banned_by_id: first.banned_by_id, deletion_scheduled_at: first.deletion_scheduled_at,
+    external_id: first.external_id
   }
   const sessions: HeldSession[] = []
   for (const r of rows) {

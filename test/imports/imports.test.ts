@@ -135,6 +135,13 @@ t.test('on_conflict=update sets the fields given and adds missing addresses; dry
   const clash = await imported(app, admin, ndjson({ external_id: 'e-9', emails: [{ address: 'upd@example.com' }, { address: 'other@example.com' }] }), '?on_conflict=update')
   t.match(clash, { failed: 1 })
   t.equal((await errorsOf(app, admin, clash.id))[0]?.code, 'CONFLICT')
+
+  // A user without an external id gains the line's, with its event.
+  const plain = await newUser(app, { email: 'plain@example.com', name: 'Plain' })
+  t.match(await imported(app, admin, ndjson({ external_id: 'e-10', email: 'plain@example.com', name: 'Plainer' }), '?on_conflict=update'), { updated: 1 })
+  t.equal((await app.inject({ url: `/users/${plain.id}`, headers: admin.headers })).json().external_id, 'e-10')
+  const events = (await app.inject({ url: `/events?user_id=${plain.id}&type=user.updated`, headers: admin.headers })).json().items
+  t.match(events, [{ data: { name: 'Plainer', external_id: 'e-10' }, previous: { name: 'Plain', external_id: null } }], 'one user.updated tells both')
 })
 
 t.test('auth0 and firebase files come in as they are, hashes included', async (t) => {

@@ -253,6 +253,12 @@ t.test('PATCH: addresses added, a secondary removed, the primary replaced throug
     schemas: [PATCH], Operations: [{ op: 'replace', value: { displayName: 'Ada King', externalId: 'ada-1' } }, { op: 'replace', path: 'userName', value: 'ada@example.com' }]
   })
   t.match(names.json(), { displayName: 'Ada King', externalId: 'ada-1', userName: 'ada@example.com' })
+  const updated = (await eventsOf(app, id)).filter((e) => e.type === 'user.updated').at(-1)!
+  t.match(updated, { actor: { type: 'scim' }, data: { name: 'Ada King', external_id: 'ada-1' }, previous: { name: 'Ada', external_id: null } },
+    'a new name and externalId: one user.updated, with what they replaced')
+  t.equal((await app.inject({ url: `/users/${id}`, headers: idp.admin.headers })).json().external_id, 'ada-1', 'the API\'s User shows it')
+  await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'externalId' }] })
+  t.match((await eventsOf(app, id)).at(-1), { type: 'user.updated', data: { external_id: null }, previous: { external_id: 'ada-1' } }, 'and its removal')
 
   assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'userName', value: 'not an address' }] }), 400, 'invalidValue')
   assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${id}`, { schemas: [PATCH], Operations: [{ op: 'move', path: 'userName', value: 'a@b.example' }] }), 400, 'invalidSyntax')

@@ -74,7 +74,7 @@ t.test('GET /users/{id} and /users/email/{email}', async (t) => {
   t.equal(res.statusCode, 200)
   t.match(res.headers.etag, /^"v\d+"$/)
   const body = res.json()
-  t.same(Object.keys(body).sort(), ['ban', 'created_at', 'deletion_scheduled_at', 'email', 'href', 'id', 'name', 'role', 'status', 'updated_at'])
+  t.same(Object.keys(body).sort(), ['ban', 'created_at', 'deletion_scheduled_at', 'email', 'external_id', 'href', 'id', 'name', 'role', 'status', 'updated_at'])
   t.equal(body.href, `https://api.example.com/users/${user.id}`, 'PUBLIC_URL makes hrefs absolute')
   t.equal(body.email, 'Ada@Example.com', 'the primary address, as given')
 
