@@ -17,12 +17,20 @@ const tags = ['imports']
 /** The parameters of an import, from the query or from the multipart fields before the file. */
 type Parameters = typeof ImportQuery.static
 
-/** A multipart upload: its fields, and the stream of its part named `file` (the fields after it are not read). */
-function multipartFile(request: FastifyRequest, body: Readable): Promise<{ fields: Record<string, string>; file: Readable }> {
+/**
+ * A multipart upload: its fields, and its part named `file` as a stream that, once read to its end, fails if a part
+ * followed the file (a `dry_run` there would be read too late to hold: the import is refused instead).
+ */
+function multipartFile(request: FastifyRequest, body: Readable): Promise<{ fields: Record<string, string>; file: AsyncIterable<Buffer> }> {
   const malformed = (err: unknown) => new InvalidInput('The multipart body is malformed', [{ path: '', in: 'body', message: String((err as Error).message ?? err) }])
+  let ended!: { resolve: () => void; reject: (err: unknown) => void }
+  const end = new Promise<void>((resolve, reject) => { ended = { resolve, reject } })
+  // Awaited by the file's reader; one that stopped early (a limit) leaves it unheard.
+  end.catch(() => {})
   return new Promise((resolve, reject) => {
     const fields: Record<string, string> = Object.create(null) as Record<string, string>
     let found = false
+    let late: string | undefined
     let parts: ReturnType<typeof Busboy>
     try {
       parts = Busboy({ headers: request.headers as { 'content-type': string }, limits: { fields: 20, fieldSize: 1024, files: 1, parts: 30 } })
@@ -32,19 +40,37 @@ function multipartFile(request: FastifyRequest, body: Readable): Promise<{ field
       reject(malformed(err))
       return
     }
-    parts.on('field', (name: string, value: string) => { if (!found) fields[name] = value })
+    parts.on('field', (name: string, value: string) => {
+      if (found) late ??= name
+      else fields[name] = value
+    })
     parts.on('file', (name: string, stream: Readable) => {
-      if (name !== 'file' || found) {
+      if (found || name !== 'file') {
+        if (found) late ??= name
         stream.resume()
         return
       }
       found = true
-      resolve({ fields, file: stream })
+      resolve({ fields, file: untilEnd(stream, end) })
     })
-    parts.on('error', (err: unknown) => reject(malformed(err)))
-    parts.on('finish', () => { if (!found) reject(invalidField('/file', 'body', 'is required: the file goes in a part named file')) })
+    // A second file is past the limit of one, and is not told as a part: it follows the first.
+    parts.on('filesLimit', () => { late ??= 'file' })
+    parts.on('error', (err: unknown) => {
+      reject(malformed(err))
+      ended.reject(malformed(err))
+    })
+    parts.on('finish', () => {
+      if (!found) reject(invalidField('/file', 'body', 'is required: the file goes in a part named file'))
+      else if (late !== undefined) ended.reject(invalidField(`/${late}`, 'body', 'follows the part named file: the fields go before it'))
+      else ended.resolve()
+    })
     body.pipe(parts)
   })
+}
+
+async function * untilEnd(file: Readable, end: Promise<void>): AsyncGenerator<Buffer> {
+  for await (const chunk of file) yield chunk as Buffer
+  await end
 }
 
 /** Multipart fields are text: read as the query would be, with the same schema. */
@@ -141,7 +167,7 @@ const imports: FastifyPluginAsyncTypebox = async (app) => {
       const body = request.body
       if (!(body instanceof Readable)) throw invalidField('', 'body', 'is required: the file to import', 'The file to import is required as the body')
       let parameters: Parameters = request.query
-      let file: Readable = body
+      let file: AsyncIterable<Buffer> = body
       if (request.headers['content-type']?.toLowerCase().startsWith('multipart/form-data')) {
         const upload = await multipartFile(request, body)
         parameters = { ...fieldsAsQuery(upload.fields), ...Object.fromEntries(Object.entries(request.query).filter(([, v]) => v !== undefined)) }

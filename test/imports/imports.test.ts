@@ -297,6 +297,17 @@ t.test('multipart: the fields, then a part named file', async (t) => {
   t.equal(dryRes.json<ImportBody>().dry_run, true, 'a dry run, as the field asked')
   t.match(await finished(app, admin, dryRes.json<ImportBody>().id), { status: 'succeeded', dry_run: true, created: 1 })
   t.equal(await userByEmail(app, admin, 'dry-mp@example.com'), undefined, 'and nothing written')
+  // A field after the file would be read once the file is in: a dry run asked there is refused, not ignored.
+  const before = (await app.inject({ url: '/imports', headers: admin.headers })).json<{ items: unknown[] }>().items.length
+  const late = multipart({ file: { filename: 'users.ndjson', content: ndjson({ email: 'late-mp@example.com' }), type: 'application/x-ndjson' }, dry_run: 'true' })
+  const lateRes = await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...late.headers }, payload: late.payload })
+  assertProblem(t, lateRes, 400, 'VALIDATION_FAILED', 'a field after the file')
+  t.match(lateRes.json(), { errors: [{ path: '/dry_run', in: 'body', message: 'follows the part named file: the fields go before it' }] })
+  const second = multipart({ file: { filename: 'a.ndjson', content: ndjson({ email: 'late-mp@example.com' }) }, other: { filename: 'b.ndjson', content: '{}' } })
+  assertProblem(t, await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...second.headers }, payload: second.payload }), 400, 'VALIDATION_FAILED', 'a second file')
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  t.equal((await app.inject({ url: '/imports', headers: admin.headers })).json<{ items: unknown[] }>().items.length, before, 'no import left behind')
+  t.equal(await userByEmail(app, admin, 'late-mp@example.com'), undefined, 'and nobody imported')
   const missing = multipart({ format: 'roster' })
   assertProblem(t, await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...missing.headers }, payload: missing.payload }), 400, 'VALIDATION_FAILED')
   const noBoundary = await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, 'content-type': 'multipart/form-data' }, payload: '--xyz--\r\n' })
