@@ -90,6 +90,7 @@ export function parseFilter(text: string): FilterNode {
   } catch (err) {
     throw invalidFilter(`The filter is malformed: ${whatIsWrong((err as Error).message, strings)}`)
   }
+  checkNots(node)
   if (terms(node) > MAX_TERMS) throw invalidFilter(`The filter has more than ${MAX_TERMS} comparisons`)
   return withStrings(node, strings)
 }
@@ -105,7 +106,11 @@ function whatIsWrong(message: string, strings: string[]): string {
   }
   const said = message.replace(/\s+/g, ' ').trim()
   let m
-  if ((m = /^unexpected EOT .*,\[(.*)\],$/.exec(said))) return `${shown(m[1]!)} follows a whole expression (a missing and, or, or a parenthesis too many?)`
+  if (said.startsWith('unexpected EOT ')) {
+    // The parser lists the tokens, comma-separated, the one it stopped at in brackets: `name,pr,[name],pr,`.
+    const marked = said.slice('unexpected EOT '.length).split(',').find((token) => token.length >= 3 && token.startsWith('[') && token.endsWith(']'))
+    if (marked) return `${shown(marked.slice(1, -1))} follows a whole expression (a missing and, or, or a parenthesis too many?)`
+  }
   if (/^\[\(EOT\)\] is not json$/.test(said)) return 'a comparison ends without the value it compares with'
   if ((m = /^\[(.+)\(\w+\)\] is not json$/.exec(said))) return `${shown(m[1]!)} is not a value: a value is a "string", a number, true, false or null`
   if ((m = /^Unexpected token (.*) as valFilter operator$/.exec(said))) return `${shown(m[1]!)} is not an attribute followed by one of eq, ne, co, sw, ew, pr, gt, ge, lt, le`
@@ -133,6 +138,18 @@ function withStrings(node: Filter, strings: string[]): Filter {
       return node
     default:
       return typeof node.compValue === 'string' ? { ...node, compValue: strings[Number(node.compValue)]! } : node
+  }
+}
+
+/** The parser reads `a not (b)` as a `not` of two expressions, which RFC 7644 has no place for. */
+function checkNots(node: Filter): void {
+  if (node.op === 'and' || node.op === 'or') node.filters.forEach(checkNots)
+  else if (node.op === '[]') checkNots(node.valFilter)
+  else if (node.op === 'not') {
+    if (typeof node.filter !== 'object' || node.filter === null) {
+      throw invalidFilter('The filter is malformed: `not` follows a whole expression (a missing and, or?)')
+    }
+    checkNots(node.filter)
   }
 }
 

@@ -279,6 +279,7 @@ t.test('errors, filters, paging, attributes', async (t) => {
   assertScimError(t, await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('userName eq')), 400, 'invalidFilter')
   assertScimError(t, await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('title eq "x"')), 400, 'invalidFilter')
   assertScimError(t, await scim(app, idp, 'GET', '/Users?filter='), 400, 'invalidFilter')
+  assertScimError(t, await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('userName pr not (userName pr)')), 400, 'invalidFilter')
   assertScimError(t, await scim(app, idp, 'GET', '/Users?filter=' + encodeURIComponent('not userName eq "x"')), 400, 'invalidFilter')
   assertScimError(t, await scim(app, idp, 'GET', '/Users/999999'), 404)
   assertScimError(t, await scim(app, idp, 'GET', '/Users/abc'), 404)
