@@ -115,8 +115,10 @@ function desiredFrom(next: Obj, prev: Obj | undefined): Desired {
       const value = address(e.value, 'emails.value')
       if (!addresses.some((a) => sameMailbox(a, value))) addresses.push(value)
     }
-    // userName is the primary address: emails that leave it out remove what the user signs in with.
-    if (prev && !emails.some((e) => typeof e.value === 'string' && sameMailbox(e.value, userName))) {
+    // userName is the primary address: emails changed so as to leave it out remove what the user signs in with. A new
+    // userName beside emails left as they were is an address added, and made primary.
+    const changed = prev !== undefined && JSON.stringify(next.emails) !== JSON.stringify(prev.emails)
+    if (changed && !emails.some((e) => typeof e.value === 'string' && sameMailbox(e.value, userName))) {
       throw invalidValue(`emails must hold the userName's address ${userName}: change userName to another of them first`)
     }
   }

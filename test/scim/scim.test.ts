@@ -434,6 +434,16 @@ t.test('the userName\'s address cannot be removed under it, and a replacement na
   const moved = await patch({ op: 'replace', path: 'emails', value: [{ value: 'fay2@example.com', primary: true }] })
   t.equal(moved.statusCode, 200, 'a replacement that makes another address primary moves userName with it')
   t.match(moved.json(), { userName: 'fay2@example.com', emails: [{ value: 'fay2@example.com', primary: true }] })
+  // A new userName alone, as Okta and Entra ID send it: an address added, verified and made primary; the others stay.
+  const renamed = await patch({ op: 'replace', path: 'userName', value: 'fay.new@example.com' })
+  t.equal(renamed.statusCode, 200, renamed.body)
+  t.same(renamed.json().emails.map((e: any) => [e.value, e.primary]), [['fay2@example.com', false], ['fay.new@example.com', true]])
+  const replaced = await scim(app, idp, 'PUT', `/Users/${id}`, { schemas: [USER], userName: 'fay.third@example.com' })
+  t.equal(replaced.statusCode, 200, replaced.body)
+  t.match(replaced.json(), { userName: 'fay.third@example.com' })
+  t.equal(replaced.json().emails.length, 3, 'a PUT without emails leaves them as they are')
+  const emails = (await app.inject({ url: `/users/${id}/emails`, headers: idp.admin.headers })).json().items
+  t.same(emails.map((e: any) => [e.address, e.primary, e.verified]), [['fay2@example.com', false, true], ['fay.new@example.com', false, true], ['fay.third@example.com', true, true]])
 })
 
 t.test('what the API refuses, SCIM refuses: addresses, the address limit, name types; names in any case', async (t) => {
