@@ -172,7 +172,8 @@ const CLOCK_SKEW_MS = 24 * 3600 * 1000
 function timeOf(value: string | number | undefined, field: string, email: string | null, externalId: string | null): number | null {
   if (value === undefined) return null
   const at = typeof value === 'number' ? value : /^[0-9]+$/.test(value) ? Number(value) : Date.parse(value)
-  if (!Number.isFinite(at) || at < 0 || at > 8_640_000_000_000_000) throw new LineError('VALIDATION_FAILED', `/${field}: is not a time`, email, externalId)
+  if (!Number.isFinite(at) || at > 8_640_000_000_000_000) throw new LineError('VALIDATION_FAILED', `/${field}: is not a time`, email, externalId)
+  if (at < 0) throw new LineError('VALIDATION_FAILED', `/${field}: is before 1970, when no account was made`, email, externalId)
   if (at > Date.now() + CLOCK_SKEW_MS) throw new LineError('VALIDATION_FAILED', `/${field}: is in the future`, email, externalId)
   return at
 }

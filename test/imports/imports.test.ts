@@ -104,11 +104,15 @@ t.test('a creation time ahead of the clock fails its line; a blank name is no na
   const file = ndjson(
     { email: 'future@example.com', created_at: '2999-01-01T00:00:00Z' },
     { email: 'skewed@example.com', created_at: soon },
-    { email: 'blank@example.com', name: '  ' }
+    { email: 'blank@example.com', name: '  ' },
+    { email: 'ancient@example.com', created_at: '1969-12-31T23:59:59Z' }
   )
   const done = await imported(app, admin, file)
-  t.match(done, { created: 2, failed: 1 })
-  t.match(await errorsOf(app, admin, done.id), [{ line: 1, code: 'VALIDATION_FAILED', detail: '/created_at: is in the future', email: 'future@example.com' }])
+  t.match(done, { created: 2, failed: 2 })
+  t.match(await errorsOf(app, admin, done.id), [
+    { line: 1, code: 'VALIDATION_FAILED', detail: '/created_at: is in the future', email: 'future@example.com' },
+    { line: 4, code: 'VALIDATION_FAILED', detail: '/created_at: is before 1970, when no account was made' }
+  ])
   t.equal((await userByEmail(app, admin, 'skewed@example.com'))?.created_at, soon, 'a clock an hour ahead is a clock, not the future')
   t.equal((await userByEmail(app, admin, 'blank@example.com'))?.name, 'blank', 'named after its address')
   const firebase = JSON.stringify({ users: [{ localId: 'f1', email: 'fb-future@example.com', createdAt: String(Date.now() + 7 * 86400_000) }] })
