@@ -18,7 +18,6 @@ import * as m0016 from './0016_privacy.js'
 import * as m0017 from './0017_idempotency_user.js'
 import * as m0018 from './0018_user_tally.js'
 import * as m0019 from './0019_users_role_idx.js'
-import * as m0020 from './0020_tally_scheduled.js'
 
 /** Every migration, in order. Listed statically so the same code runs from TypeScript sources and the build. */
 export const migrations: Record<string, Migration> = {
@@ -40,8 +39,7 @@ export const migrations: Record<string, Migration> = {
   '0016_privacy': m0016,
   '0017_idempotency_user': m0017,
   '0018_user_tally': m0018,
-  '0019_users_role_idx': m0019,
-  '0020_tally_scheduled': m0020
+  '0019_users_role_idx': m0019
 }
 
 export const migrationProvider: MigrationProvider = {

@@ -49,19 +49,17 @@ export async function lockForDeletion(trx: Trx, id: number): Promise<UserRow> {
 export async function deleteUser(trx: Trx, id: number, expected: Expected, cause: Cause): Promise<void> {
   const row = await lockForDeletion(trx, id)
   mustMatch(row.version, expected)
-  await deleteLocked(trx, row, cause)
+  await deleteLocked(trx, id, cause)
 }
 
-/** Deletes the user `lockForDeletion` locked (its row as locked), and forgets it. */
-export async function deleteLocked(trx: Trx, row: UserRow, cause: Cause): Promise<void> {
-  const id = row.id
+/** Deletes a user `lockForDeletion` locked, and forgets it. */
+export async function deleteLocked(trx: Trx, id: number, cause: Cause): Promise<void> {
   await endSessions(trx, id, cause, 'user_deleted')
   await recordDeletion(trx, cause, id)
   const addresses = (await trx.selectFrom('emails').select('address').where('user_id', '=', id).execute()).map((r) => r.address)
   await deleteUserEmails(trx, id)
   await trx.deleteFrom('users').where('id', '=', id).execute()
-  // A scheduled deletion left the tally when it was scheduled.
-  if (row.deletion_scheduled_at === null) await tallyUsers(trx, id, -1)
+  await tallyUsers(trx, id, -1)
   await forgetUser(trx, id, addresses, Date.now())
 }
 
@@ -75,7 +73,6 @@ export async function scheduleDeletion(trx: Trx, id: number, at: number, expecte
   mustMatch(before.version, expected)
   if (before.deletion_scheduled_at !== null) return before
   const after = await rewrite(trx, before, at, cause, 'user.deletion_scheduled')
-  await tallyUsers(trx, id, -1)
   await endSessions(trx, id, cause, 'deletion_scheduled')
   await deleteUserEmailTokens(trx, id)
   return after
@@ -86,7 +83,6 @@ export async function restoreUser(trx: Trx, id: number, expected: Expected, caus
   const before = await lockUserRow(trx, id)
   mustMatch(before.version, expected)
   if (before.deletion_scheduled_at === null) return undefined
-  await tallyUsers(trx, id, 1)
   return rewrite(trx, before, null, cause, 'user.restored')
 }
 
@@ -116,6 +112,6 @@ export async function deleteIfDue(trx: Trx, id: number, now: number, base: strin
     throw err
   })
   if (row === undefined || row.deletion_scheduled_at === null || row.deletion_scheduled_at > now) return false
-  await deleteLocked(trx, row, systemCause(base))
+  await deleteLocked(trx, id, systemCause(base))
   return true
 }

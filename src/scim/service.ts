@@ -219,10 +219,10 @@ export class ScimService {
   /** Deletes the user as an admin's DELETE /users/{id} does (`user.deleted`, its sessions ended, its addresses gone). */
   async remove(id: number, expected: ScimPrecondition, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
-      const row = await lockForDeletion(trx, id)
+      await lockForDeletion(trx, id)
       const shown = await this.get(id, trx)
       if (expected !== undefined) mustMatchScim(shown, expected)
-      await deleteLocked(trx, row, cause)
+      await deleteLocked(trx, id, cause)
     })
   }
 
