@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream'
+import { pipeline, Readable } from 'node:stream'
 import { Busboy } from '@fastify/busboy'
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import type { FastifyRequest } from 'fastify'
@@ -19,7 +19,8 @@ type Parameters = typeof ImportQuery.static
 
 /**
  * A multipart upload: its fields, and its part named `file` as a stream that, once read to its end, fails if a part
- * followed the file (a `dry_run` there would be read too late to hold: the import is refused instead).
+ * followed the file (a `dry_run` there would be read too late to hold: the import is refused instead), if parts
+ * were past the limits (one could be that `dry_run`), or if the body broke off.
  */
 function multipartFile(request: FastifyRequest, body: Readable): Promise<{ fields: Record<string, string>; file: AsyncIterable<Buffer> }> {
   const malformed = (err: unknown) => new InvalidInput('The multipart body is malformed', [{ path: '', in: 'body', message: String((err as Error).message ?? err) }])
@@ -29,8 +30,15 @@ function multipartFile(request: FastifyRequest, body: Readable): Promise<{ field
   end.catch(() => {})
   return new Promise((resolve, reject) => {
     const fields: Record<string, string> = Object.create(null) as Record<string, string>
-    let found = false
+    let file: Readable | undefined
     let late: string | undefined
+    let failed = false
+    const fail = (problem: Error) => {
+      failed = true
+      reject(problem)
+      ended.reject(problem)
+      file?.destroy(problem)
+    }
     let parts: ReturnType<typeof Busboy>
     try {
       parts = Busboy({ headers: request.headers as { 'content-type': string }, limits: { fields: 20, fieldSize: 1024, files: 1, parts: 30 } })
@@ -41,30 +49,30 @@ function multipartFile(request: FastifyRequest, body: Readable): Promise<{ field
       return
     }
     parts.on('field', (name: string, value: string) => {
-      if (found) late ??= name
+      if (file) late ??= name
       else fields[name] = value
     })
     parts.on('file', (name: string, stream: Readable) => {
-      if (found || name !== 'file') {
-        if (found) late ??= name
+      if (file || failed || name !== 'file') {
+        if (file) late ??= name
         stream.resume()
         return
       }
-      found = true
+      file = stream
       resolve({ fields, file: untilEnd(stream, end) })
     })
-    // A second file is past the limit of one, and is not told as a part: it follows the first.
+    // Parts past a limit are skipped unseen: a second file follows the first; a field past 20 could be any.
     parts.on('filesLimit', () => { late ??= 'file' })
-    parts.on('error', (err: unknown) => {
-      reject(malformed(err))
-      ended.reject(malformed(err))
-    })
+    const tooMany = () => fail(invalidField('', 'body', 'holds more than 20 fields or 30 parts'))
+    parts.on('fieldsLimit', tooMany)
+    parts.on('partsLimit', tooMany)
     parts.on('finish', () => {
-      if (!found) reject(invalidField('/file', 'body', 'is required: the file goes in a part named file'))
+      if (!file) reject(invalidField('/file', 'body', 'is required: the file goes in a part named file'))
       else if (late !== undefined) ended.reject(invalidField(`/${late}`, 'body', 'follows the part named file: the fields go before it'))
       else ended.resolve()
     })
-    body.pipe(parts)
+    // A body that breaks off (the client gone) or that busboy cannot read ends the file's reader too.
+    pipeline(body, parts, (err) => { if (err) fail(malformed(err)) })
   })
 }
 

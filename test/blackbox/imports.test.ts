@@ -1,7 +1,7 @@
 import t from 'tap'
 import { createDatabase } from '../../src/database/index.js'
 import { ADMIN } from '../helpers.js'
-import { call, startBuilt, type RunningService } from './service.js'
+import { call, rawExchange, startBuilt, type RunningService } from './service.js'
 
 const LINES = 6000
 
@@ -55,4 +55,29 @@ t.test('an import survives a kill of the service mid-way: resumed, nobody twice,
   t.equal(await staged(), 0, 'the staged lines are dropped once done')
   t.ok(second.running(), 'the same process is still running')
   t.same(second.lines.filter((line) => /could not be worked on/.test(line)), [], 'no batch failed')
+})
+
+/**
+ * A client that breaks off a multipart upload after its file, in the part that follows: the staged import is dropped
+ * at once (its dry_run, if that part was one, never read), and the service goes on.
+ */
+t.test('a multipart upload broken off after its file leaves no import behind', async (t) => {
+  const service = await startBuilt(t)
+  const auth = await adminAuth(service)
+  const boundary = 'roster-broken-off'
+  const head = `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="u.ndjson"\r\nContent-Type: application/x-ndjson\r\n\r\n` +
+    `${JSON.stringify({ email: 'broken-off@example.com' })}\n\r\n--${boundary}\r\nContent-Disposition: form-data; name="dry_run"\r\n\r\ntr`
+  await rawExchange(service.port, (socket) => {
+    socket.write(`POST /imports HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth.authorization}\r\n` +
+      `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${head.length + 1000}\r\n\r\n${head}`)
+    setTimeout(() => socket.destroy(), 300)
+  }, 1_000)
+  // An upload still being received is not listed: the table tells whether it was dropped.
+  const { db } = createDatabase({ url: service.databaseUrl })
+  t.teardown(() => db.destroy())
+  const held = async () => Number((await db.selectFrom('imports').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)
+  for (let i = 0; i < 50 && await held() > 0; i++) await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(await held(), 0, 'the staged import is dropped at once')
+  t.equal((await call(service, 'GET', '/users?email=broken-off%40example.com', { headers: auth })).body.items.length, 0, 'nobody imported')
+  t.ok(service.running(), 'the same process is still running')
 })

@@ -312,6 +312,14 @@ t.test('multipart: the fields, then a part named file', async (t) => {
   await new Promise((resolve) => setTimeout(resolve, 200))
   t.equal((await app.inject({ url: '/imports', headers: admin.headers })).json<{ items: unknown[] }>().items.length, before, 'no import left behind')
   t.equal(await userByEmail(app, admin, 'late-mp@example.com'), undefined, 'and nobody imported')
+  // A field past the limit of 20 is skipped unseen by the parser: it could be a dry_run, so the upload is refused.
+  const crowded = ['--b', ...Array.from({ length: 20 }, () => 'Content-Disposition: form-data; name="format"\r\n\r\nroster\r\n--b'),
+    'Content-Disposition: form-data; name="dry_run"\r\n\r\ntrue\r\n--b',
+    `Content-Disposition: form-data; name="file"; filename="u.ndjson"\r\n\r\n${ndjson({ email: 'crowded@example.com' })}\r\n--b--\r\n`].join('\r\n')
+  const crowdedRes = await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, 'content-type': 'multipart/form-data; boundary=b' }, payload: crowded })
+  assertProblem(t, crowdedRes, 400, 'VALIDATION_FAILED', 'more fields than the parser reads')
+  t.match(crowdedRes.json().errors, [{ message: 'holds more than 20 fields or 30 parts' }])
+  t.equal(await userByEmail(app, admin, 'crowded@example.com'), undefined)
   const missing = multipart({ format: 'roster' })
   assertProblem(t, await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, ...missing.headers }, payload: missing.payload }), 400, 'VALIDATION_FAILED')
   const noBoundary = await app.inject({ method: 'POST', url: '/imports', headers: { ...admin.headers, 'content-type': 'multipart/form-data' }, payload: '--xyz--\r\n' })
