@@ -215,7 +215,7 @@ t.test('a lone UTF-16 surrogate in a JSON body is refused: 400, nothing written,
   t.equal(paired.json().name, 'Ada 😀')
 })
 
-t.test('asking a user to be what it is writes nothing: the same version, no event, its sessions kept', async (t) => {
+t.test('asking a user to be what it is writes nothing: the same version, no event', async (t) => {
   const app = await build(t)
   const admin = await adminUser(app)
   const user = await newUser(app, { name: 'Same Name' })
@@ -229,7 +229,6 @@ t.test('asking a user to be what it is writes nothing: the same version, no even
     t.equal(res.headers.etag, tag, `${field}: the version stays`)
   }
   t.equal(await events(), before, 'no event')
-  t.equal((await app.inject({ url: `/users/${user.id}`, headers: user.headers })).statusCode, 200, 'its session stands')
   assertProblem(t, await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: { ...admin.headers, 'if-match': '"v99"' }, payload: { status: 'ACTIVE' } }), 412, 'PRECONDITION_FAILED')
   const banned = await app.inject({ method: 'PUT', url: `/users/${user.id}/status`, headers: admin.headers, payload: { status: 'BANNED', reason: 'spam' } })
   t.not(banned.headers.etag, tag, 'a change is a new version')
