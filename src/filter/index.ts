@@ -82,7 +82,7 @@ export function parseFilter(text: string): FilterNode {
     return `"${strings.length - 1}"`
   })
   // RFC 7644 gives `not` a parenthesised expression only: without them, how far it reaches is a guess.
-  const bareNot = /(?:^|[\s(\[])(not)(?=\s)(?!\s*\()/i.exec(standIns)
+  const bareNot = /(?:^|[\s([])(not)(?=\s)(?!\s*\()/i.exec(standIns)
   if (bareNot) throw invalidFilter(`The filter is malformed: \`${bareNot[1]}\` takes an expression in parentheses, as not (…)`)
   let node: Filter
   try {
