@@ -10,6 +10,8 @@ let nextUser = 0
 const pick = () => users[nextUser++ % users.length]
 const random = () => users[Math.floor(Math.random() * users.length)]
 const bearer = (u) => ({ authorization: `Bearer ${u.token}` })
+/** Every rename a new name, in every run of this process: a rename to the name a user has writes nothing. */
+let renames = 0
 const json = { 'content-type': 'application/json' }
 /** Sessions of the refresh scenario not in use by a request: { user, refresh }, started before the run (sessionsFile). */
 const sessions = input.sessionsFile ? readFileSync(input.sessionsFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l)) : []
@@ -37,10 +39,7 @@ const scenarios = {
   'own-emails': { requests: asOwnUser((u) => ({ method: 'GET', path: `/users/${u.id}/emails` })) },
   // 5. each connection renames itself (JSON key path)
   'rename': {
-    requests: asOwnUser((u, context) => {
-      context.n = (context.n ?? 0) + 1
-      return { method: 'PUT', path: `/users/${u.id}/name`, headers: json, body: JSON.stringify({ name: `Renamed ${u.id} ${context.n}` }) }
-    })
+    requests: asOwnUser((u) => ({ method: 'PUT', path: `/users/${u.id}/name`, headers: json, body: JSON.stringify({ name: `Renamed ${u.id} ${process.pid}.${++renames}` }) }))
   },
   // 6. refreshes alone: each request takes a session started before the run from a pool, spends its last refresh token,
   //    and its answer puts the session back with the new one (autocannon's context lives from a setup to its response).
