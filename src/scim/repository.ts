@@ -42,9 +42,12 @@ export async function deleteScimToken(db: Db, id: number): Promise<boolean> {
 }
 
 /** The users SCIM shows: those whose deletion is not scheduled (such a user is gone but for the API's admins). */
+function scimUsers(db: Db | Trx) {
+  return db.selectFrom('users').where('users.deletion_scheduled_at', 'is', null)
+}
+
 function selectScimUsers(db: Db | Trx) {
-  return db.selectFrom('users').leftJoin('emails', 'emails.primary_user_id', 'users.id')
-    .select(USER_COLUMNS).where('users.deletion_scheduled_at', 'is', null)
+  return scimUsers(db).leftJoin('emails', 'emails.primary_user_id', 'users.id').select(USER_COLUMNS)
 }
 
 /** The addresses of these users, in one query, grouped by user in the order they were added. */
@@ -81,8 +84,7 @@ export async function listScimUsers(db: Db, filter: FilterNode | undefined, offs
 }
 
 async function countUsers(db: Db, where: ReturnType<typeof scimUserFilter>): Promise<number> {
-  const row = await db.selectFrom('users').select((eb) => eb.fn.countAll<number | string | bigint>().as('n')).where(where)
-    .where('users.deletion_scheduled_at', 'is', null).executeTakeFirstOrThrow()
+  const row = await scimUsers(db).select((eb) => eb.fn.countAll<number | string | bigint>().as('n')).where(where).executeTakeFirstOrThrow()
   return Number(row.n)
 }
 

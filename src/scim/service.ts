@@ -219,9 +219,9 @@ export class ScimService {
   /** Deletes the user as an admin's DELETE /users/{id} does (`user.deleted`, its sessions ended, its addresses gone). */
   async remove(id: number, expected: ScimPrecondition, cause: Cause): Promise<void> {
     await inTransaction(this.db, async (trx) => {
-      await lockForDeletion(trx, id)
-      const shown = await this.get(id, trx)
-      if (expected !== undefined) mustMatchScim(shown, expected)
+      const row = await lockForDeletion(trx, id)
+      if (row.deletion_scheduled_at !== null) throw userNotFound(`id ${id}`)
+      if (expected !== undefined) mustMatchScim(await this.get(id, trx), expected)
       await deleteLocked(trx, id, cause)
     })
   }

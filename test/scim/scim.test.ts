@@ -579,6 +579,7 @@ t.test('a user whose deletion is scheduled is gone for SCIM, its address held, u
   assertScimError(t, await scim(app, idp, 'PATCH', `/Users/${created.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: false } }] }), 404)
   assertScimError(t, await scim(app, idp, 'PUT', `/Users/${created.id}`, { schemas: [USER], userName: 'leaving@example.com' }), 404)
   assertScimError(t, await scim(app, idp, 'DELETE', `/Users/${created.id}`, undefined, { 'if-match': created.meta.version }), 404)
+  assertScimError(t, await scim(app, idp, 'DELETE', `/Users/${created.id}`), 404)
   assertScimError(t, await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'LEAVING@example.com' }), 409, 'uniqueness')
   assertScimError(t, await scim(app, idp, 'POST', '/Users', { schemas: [USER], userName: 'new@example.com', externalId: 'ext-leaving' }), 409, 'uniqueness')
   t.equal((await app.inject({ url: `/users/${created.id}`, headers: admin })).statusCode, 200, 'the API\'s admins still read it')
