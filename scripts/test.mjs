@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The test command: lint, and the build of everything (the type check), side by side, then the whole tap suite on
+// The test command: lint, and the build of everything (the type check), side by side, then every tap test file on
 // the embedded SQLite and on MySQL/MariaDB, the two legs side by side (each runs its files two at a time; much of a leg's time is spent waiting
 // on deadlines and child processes, which the other leg's files fill), then, alone, the timing measurements on each
 // engine, the SDK matrix on each engine and the browser test of /docs on SQLite.
@@ -33,9 +33,6 @@ function run(cmd, args, env, show = (line) => console.log(line)) {
     })
   })
 }
-
-/** A test file's own result: tap's top-level `ok`/`not ok` lines (subtests are indented). */
-const fileResult = (line) => /^(not )?ok \d+ - /.test(line)
 
 /** Whether a failure at `indent` on line `at` closes a subtest in which something deeper failed. */
 function failedWithin(lines, at, indent) {
@@ -97,7 +94,9 @@ const at = () => `[${Math.round((Date.now() - started) / 1000)}s]`
 console.log(`# ${at()} lint (eslint), and typecheck and build (tsc -p tsconfig.json into dist/)`)
 const checks = await Promise.all([
   ['lint', run('npx', ['--no-install', 'eslint', '--max-warnings', '0', '.'], {})],
-  ['typecheck and build', run(process.execPath, ['scripts/build-if-stale.mjs', '--always', '--tests'], {})]
+  ['typecheck and build', run(process.execPath, ['scripts/build-if-stale.mjs', '--always', '--tests'], {})],
+  // tap's test class with the plugins package.json names, built into node_modules.
+  ['tap build', run('npx', ['--no-install', 'tap', 'build'], {})]
 ].map(async ([name, done]) => [name, await done]))
 for (const [name, result] of checks) {
   if (result.code !== 0) { console.log(`# ${name} failed`); totals.failed++; exitCode = 1 } else totals.passed++
@@ -114,7 +113,15 @@ else if (requireMysql) {
   console.log(`# MySQL at ${mysqlUrl} is unreachable (${reachable.code ?? reachable.message}): skipping the MySQL leg`)
 }
 
-const TAP = ['--no-install', 'tap', '--reporter=tap', '--disable-coverage', '--allow-empty-coverage']
+/**
+ * Each test file runs as `node <file>`: a tap test prints its own TAP and ends itself at TAP_TIMEOUT. tap's runner is
+ * not used because it loads its coverage tracker into every test process and, through NODE_OPTIONS, into every
+ * service and CLI process a test starts, which doubles the CPU each one spends loading its modules; no coverage is
+ * collected here. `@tapjs/mock`'s loader is what `t.mockImport` needs.
+ */
+const NODE_ARGS = ['--enable-source-maps', '--import=@tapjs/mock/import']
+const TIMEOUT_S = 120
+const JOBS = 2
 /**
  * Measurements of time (test/timing/): run after the legs, one engine at a time and one file at a time, with nothing
  * else running. The soak is among them for its bound on the event loop's delay.
@@ -136,51 +143,95 @@ const SDK = 'test/http/sdk-matrix.test.ts'
 /** A path as given, without a leading ./ or a trailing /. */
 const normal = (arg) => arg.replace(/^\.\//, '').replace(/\/+$/, '')
 const positional = extraArgs.filter((arg) => !arg.startsWith('-')).map(normal)
-const options = extraArgs.filter((arg) => arg.startsWith('-'))
+if (positional.length < extraArgs.length) {
+  console.log('npm test takes test files and folders only: run one file with its own options as `node dist/test/<file>.test.js`')
+  process.exit(2)
+}
 /** Whether `path` is `dir` itself or lies under it. */
 const within = (path, dir) => path === dir || path.startsWith(`${dir}/`)
 /** The test files under a folder, at any depth, fixtures aside, in a stable order. */
 const testsIn = (dir) => readdirSync(dir, { recursive: true }).map(String)
-  .filter((f) => f.endsWith('.test.ts') && !f.split('/').includes('fixtures')).sort().map((f) => `${dir}/${f}`)
+  .filter((f) => f.endsWith('.test.ts') && !f.split('/').some((part) => part === 'fixtures' || part === 'node_modules')).sort().map((f) => `${dir}/${f}`)
 /** Of `files`, those the arguments name (a file, or a folder holding it): all of them when none is named. */
 const named = (files) => positional.length === 0 ? files : files.filter((file) => positional.some((arg) => within(file, arg)))
 const alone = named([...testsIn(TIMING), SDK])
 const browserFiles = named(testsIn(BROWSER))
 /** A named folder stands for the test files under it (fixtures aside): tap expands no folder of .ts files itself. */
 const filesOf = (path) => existsSync(path) && statSync(path).isDirectory() ? testsIn(path) : [path]
-/** The named files the legs run: not those run alone or in the browser (named files are never excluded by tap). */
-const forLegs = positional.flatMap(filesOf).filter((file) => ![TIMING, BROWSER, SDK].some((path) => within(file, path)))
+/** The files the legs run, all or those named: not those run alone or in the browser. */
+const legFiles = (positional.length === 0 ? testsIn('test') : positional.flatMap(filesOf))
+  .filter((file) => ![TIMING, BROWSER, SDK].some((path) => within(file, path)))
 /** Where the build puts a test file or folder: tap runs the compiled tests. */
 const built = (path) => `dist/${path.replace(/\.ts$/, '.js')}`
-const legsToo = positional.length === 0 || forLegs.length > 0
+const legsToo = legFiles.length > 0
 
-async function runLeg(leg, args, label) {
-  const res = await run('npx', [...TAP, ...args], leg.env,
-    (line) => { if (fileResult(line)) console.log(`# ${label}: ${line.replace(/ # time=.*$/, '')}`) })
-  mkdirSync('.tap', { recursive: true })
-  writeFileSync(`.tap/${label}.tap`, res.out)
-  return res
+/** Runs one test file; a file that outlives its own timeout by half a minute is killed. */
+function runFile(file, env) {
+  const begun = Date.now()
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [...NODE_ARGS, file], {
+      env: { ...process.env, ...env, TAP_TIMEOUT: String(TIMEOUT_S) },
+      stdio: ['ignore', 'pipe', 'inherit']
+    })
+    let out = ''
+    let killed = false
+    const timer = setTimeout(() => { killed = true; child.kill('SIGKILL') }, (TIMEOUT_S + 30) * 1000)
+    child.stdout.on('data', (chunk) => { out += chunk })
+    child.on('close', (code) => {
+      clearTimeout(timer)
+      resolve({ code: code ?? 1, out, killed, ms: Date.now() - begun })
+    })
+  })
 }
 
-// tap builds its test class (its plugins) on first use, into node_modules: once, before two legs could race for it.
-const tapBuilt = await run('npx', ['--no-install', 'tap', 'build'], {})
-if (tapBuilt.code !== 0) { console.log('# tap build failed'); totals.failed++; exitCode = 1 }
+/**
+ * Runs `files`, `jobs` at a time, and gathers their TAP into one stream as tap's runner would: each file a subtest,
+ * ended by one summary line of every assertion's count.
+ */
+async function runLeg(leg, files, label, jobs = JOBS) {
+  const queue = [...files]
+  const parts = []
+  const sum = { total: 0, pass: 0, fail: 0, skip: 0 }
+  let n = 0
+  let code = 0
+  const worker = async () => {
+    for (let file = queue.shift(); file; file = queue.shift()) {
+      const res = await runFile(file, leg.env)
+      const c = count(res.out)
+      const ok = res.code === 0 && c.found && c.failed === 0
+      if (!ok) code = 1
+      sum.pass += c.passed
+      sum.skip += c.skipped
+      sum.fail += c.failed + (ok || c.failed > 0 ? 0 : 1)
+      const why = res.killed ? ' (killed: it outlived its timeout)'
+        : !c.found ? ` (exited ${res.code} before its summary)`
+          : res.code !== 0 && c.failed === 0 ? ` (exited ${res.code})` : ''
+      const line = `${ok ? 'ok' : 'not ok'} ${++n} - ${file}${why}`
+      console.log(`# ${label}: ${line}`)
+      const body = res.out.trimEnd().split('\n').map((l) => (l ? `    ${l}` : l)).join('\n')
+      parts.push(`# Subtest: ${file}\n${body}\n${line} # time=${res.ms}ms\n`)
+    }
+  }
+  await Promise.all(Array.from({ length: jobs }, worker))
+  sum.total = sum.pass + sum.fail + sum.skip
+  const out = `TAP version 14\n${parts.join('')}1..${n}\n# { total: ${sum.total}, pass: ${sum.pass}, fail: ${sum.fail}, skip: ${sum.skip} }\n`
+  mkdirSync('.tap', { recursive: true })
+  writeFileSync(`.tap/${label}.tap`, out)
+  return { code, out }
+}
 
 const runs = []
 const labels = []
 if (legsToo) {
   console.log(`\n# ===== ${at()} suite on ${legs.map((leg) => leg.name).join(' and ')} =====`)
-  runs.push(...await Promise.all(legs.map((leg) => runLeg(leg, [
-    `--exclude=${built(TIMING)}/**`, `--exclude=${built(BROWSER)}/**`, `--exclude=${built(SDK)}`, '--exclude=**/fixtures/**', ...options,
-    ...forLegs.map(built)
-  ], leg.name))))
+  runs.push(...await Promise.all(legs.map((leg) => runLeg(leg, legFiles.map(built), leg.name))))
   labels.push(...legs.map((leg) => leg.name))
 }
 if (alone.length > 0) {
   console.log(`\n# ===== ${at()} ${alone.join(', ')}: alone, one file at a time, on ${legs.map((leg) => leg.name).join(' then ')} =====`)
   for (const leg of legs) {
     labels.push(`${leg.name}-alone`)
-    runs.push(await runLeg(leg, ['--jobs=1', ...alone.map(built)], `${leg.name}-alone`))
+    runs.push(await runLeg(leg, alone.map(built), `${leg.name}-alone`, 1))
   }
 }
 if (browserFiles.length > 0) {
