@@ -1,4 +1,4 @@
-import { buildApp, type App } from './app.js'
+import type { App } from './app.js'
 import { StartupError } from './common/errors.js'
 import { loadConfig } from './config.js'
 import { installFatalPolicy } from './fatal.js'
@@ -29,6 +29,8 @@ try {
 
 let app: App
 try {
+  // The app's modules load once the settings check out: a wrong setting is told at once, not after their load.
+  const { buildApp } = await import('./app.js')
   app = await buildApp(config)
 } catch (err) {
   fail(err, config)
