@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The test command: lint, and the build of everything (the type check), side by side, then every tap test file on
-// the embedded SQLite and on MySQL/MariaDB, the two legs side by side (each runs its files two at a time; much of a leg's time is spent waiting
-// on deadlines and child processes, which the other leg's files fill), then, alone, the timing measurements on each
+// the embedded SQLite and on MySQL/MariaDB, the two legs side by side (much of a file's time is spent waiting on
+// deadlines, child processes and MySQL, which the other files fill), then, alone, the timing measurements on each
 // engine, the SDK matrix on each engine and the browser test of /docs on SQLite.
 // MySQL comes from TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306); the suite creates and drops its own
 // databases there. When it is unreachable that leg is skipped with a notice, or fails when REQUIRE_MYSQL=1.
@@ -185,62 +185,61 @@ function runFile(file, env) {
 }
 
 /**
- * Runs `files`, `jobs` at a time, and gathers their TAP into one stream as tap's runner would: each file a subtest,
- * ended by one summary line of every assertion's count.
+ * Runs each `{ label, env, file }` of `work` in the order given, `jobs` at a time, and gathers each label's files into
+ * one TAP stream as tap's runner would: each file a subtest, ended by one summary line of every assertion's count.
  */
-async function runLeg(leg, files, label, jobs = JOBS) {
-  const queue = [...files]
-  const parts = []
-  const sum = { total: 0, pass: 0, fail: 0, skip: 0 }
-  let n = 0
-  let code = 0
+async function runFiles(work, jobs) {
+  const queue = [...work]
+  const runs = new Map(work.map(({ label }) => [label, { parts: [], pass: 0, fail: 0, skip: 0, n: 0, code: 0 }]))
   const worker = async () => {
-    for (let file = queue.shift(); file; file = queue.shift()) {
-      const res = await runFile(file, leg.env)
+    for (let item = queue.shift(); item; item = queue.shift()) {
+      const { label, env, file } = item
+      const res = await runFile(file, env)
+      const run = runs.get(label)
       const c = count(res.out)
       const ok = res.code === 0 && c.found && c.failed === 0
-      if (!ok) code = 1
-      sum.pass += c.passed
-      sum.skip += c.skipped
-      sum.fail += c.failed + (ok || c.failed > 0 ? 0 : 1)
+      if (!ok) run.code = 1
+      run.pass += c.passed
+      run.skip += c.skipped
+      run.fail += c.failed + (ok || c.failed > 0 ? 0 : 1)
       const why = res.killed ? ' (killed: it outlived its timeout)'
         : !c.found ? ` (exited ${res.code} before its summary)`
           : res.code !== 0 && c.failed === 0 ? ` (exited ${res.code})` : ''
-      const line = `${ok ? 'ok' : 'not ok'} ${++n} - ${file}${why}`
+      const line = `${ok ? 'ok' : 'not ok'} ${++run.n} - ${file}${why}`
       console.log(`# ${label}: ${line}`)
       const body = res.out.trimEnd().split('\n').map((l) => (l ? `    ${l}` : l)).join('\n')
-      parts.push(`# Subtest: ${file}\n${body}\n${line} # time=${res.ms}ms\n`)
+      run.parts.push(`# Subtest: ${file}\n${body}\n${line} # time=${res.ms}ms\n`)
     }
   }
   await Promise.all(Array.from({ length: jobs }, worker))
-  sum.total = sum.pass + sum.fail + sum.skip
-  const out = `TAP version 14\n${parts.join('')}1..${n}\n# { total: ${sum.total}, pass: ${sum.pass}, fail: ${sum.fail}, skip: ${sum.skip} }\n`
   mkdirSync('.tap', { recursive: true })
-  writeFileSync(`.tap/${label}.tap`, out)
-  return { code, out }
+  return [...runs].map(([label, run]) => {
+    const total = run.pass + run.fail + run.skip
+    const out = `TAP version 14\n${run.parts.join('')}1..${run.n}\n# { total: ${total}, pass: ${run.pass}, fail: ${run.fail}, skip: ${run.skip} }\n`
+    writeFileSync(`.tap/${label}.tap`, out)
+    return { label, code: run.code, out }
+  })
 }
 
 const runs = []
-const labels = []
 if (legsToo) {
   console.log(`\n# ===== ${at()} suite on ${legs.map((leg) => leg.name).join(' and ')} =====`)
-  runs.push(...await Promise.all(legs.map((leg) => runLeg(leg, legFiles.map(built), leg.name))))
-  labels.push(...legs.map((leg) => leg.name))
+  // One queue for both legs, a file of each in turn, the last leg's first: the legs end together, every job busy
+  // to the end, where a pool of their own left the slower leg's tail to two jobs.
+  const perLeg = [...legs].reverse().map((leg) => legFiles.map((file) => ({ label: leg.name, env: leg.env, file: built(file) })))
+  const work = perLeg[0].flatMap((_, i) => perLeg.map((files) => files[i]))
+  runs.push(...await runFiles(work, JOBS * legs.length))
 }
 if (alone.length > 0) {
   console.log(`\n# ===== ${at()} ${alone.join(', ')}: alone, one file at a time, on ${legs.map((leg) => leg.name).join(' then ')} =====`)
-  for (const leg of legs) {
-    labels.push(`${leg.name}-alone`)
-    runs.push(await runLeg(leg, alone.map(built), `${leg.name}-alone`, 1))
-  }
+  for (const leg of legs) runs.push(...await runFiles(alone.map((file) => ({ label: `${leg.name}-alone`, env: leg.env, file: built(file) })), 1))
 }
 if (browserFiles.length > 0) {
   console.log(`\n# ===== ${at()} ${BROWSER}, alone, on ${legs[0].name} =====`)
-  labels.push('browser')
-  runs.push(await runLeg(legs[0], browserFiles.map(built), 'browser'))
+  runs.push(...await runFiles(browserFiles.map((file) => ({ label: 'browser', env: legs[0].env, file: built(file) })), JOBS))
 }
-labels.forEach((label, i) => {
-  const res = runs[i]
+for (const res of runs) {
+  const { label } = res
   const c = count(res.out)
   if (c.failed > 0 || res.code !== 0) console.log(`\n# failures on ${label} (the whole TAP stream is in .tap/${label}.tap):\n${failures(res.out)}\n`)
   console.log(`# ${label}: ${c.passed} passed, ${c.failed} failed`)
@@ -252,9 +251,9 @@ labels.forEach((label, i) => {
   else if (!c.found || c.passed === 0) { exitCode = 1; totals.failed++; console.log(`# ${label}: no test ran`) }
   if (res.code !== 0) {
     exitCode = 1
-    if (c.failed === 0) { totals.failed++; console.log(`# ${label}: tap exited ${res.code}`) }
+    if (c.failed === 0) { totals.failed++; console.log(`# ${label}: a file failed`) }
   }
-})
+}
 
 console.log(`# ${at()} done`)
 console.log(`${totals.passed} passed, ${totals.failed} failed`)
