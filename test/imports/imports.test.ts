@@ -148,6 +148,24 @@ t.test('on_conflict=update sets the fields given and adds missing addresses; dry
   t.match(events, [{ data: { name: 'Plainer', external_id: 'e-10' }, previous: { name: 'Plain', external_id: null } }], 'one user.updated tells both')
 })
 
+t.test('on_conflict=update leaves a user whose deletion is scheduled as it is, until it is restored', async (t) => {
+  const app = await build(t, { ...FAST, env: { ACCOUNT_DELETION_GRACE_SECONDS: '600' } })
+  const admin = await adminUser(app)
+  const leaving = await newUser(app, { email: 'leaving@example.com', name: 'Leaving' })
+  t.equal((await app.inject({ method: 'DELETE', url: `/users/${leaving.id}`, headers: admin.headers })).statusCode, 202)
+  const line = ndjson({ external_id: 'e-leaving', email: 'leaving@example.com', name: 'Revived' })
+  for (const query of ['?on_conflict=update&dry_run=true', '?on_conflict=update']) {
+    const done = await imported(app, admin, line, query)
+    t.match(done, { failed: 1, updated: 0 }, `${query}: the line fails`)
+    t.match(await errorsOf(app, admin, done.id), [{ code: 'CONFLICT', detail: /scheduled for deletion/ }])
+  }
+  t.match(await imported(app, admin, line), { skipped: 1, failed: 0 }, 'skip still skips it')
+  const read = (await app.inject({ url: `/users/${leaving.id}`, headers: admin.headers })).json()
+  t.match(read, { name: 'Leaving', external_id: null, deletion_scheduled_at: String }, 'nothing of the line was written')
+  t.equal((await app.inject({ method: 'POST', url: `/users/${leaving.id}/restore`, headers: admin.headers })).statusCode, 200)
+  t.match(await imported(app, admin, line, '?on_conflict=update'), { updated: 1, failed: 0 }, 'restored, it is updated')
+})
+
 t.test('auth0 and firebase files come in as they are, hashes included', async (t) => {
   const app = await build(t, FAST)
   const admin = await adminUser(app)
