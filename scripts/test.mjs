@@ -14,6 +14,10 @@ import { createConnection } from 'mysql2/promise'
 const mysqlUrl = process.env.TEST_MYSQL_URL ?? 'mysql://root@127.0.0.1:3306'
 const requireMysql = process.env.REQUIRE_MYSQL === '1'
 const extraArgs = process.argv.slice(2)
+if (extraArgs.some((arg) => arg.startsWith('-'))) {
+  console.log('npm test takes test files and folders only: run one file with options of its own as `npx tap <options> dist/test/<file>.test.js`')
+  process.exit(2)
+}
 
 /** Runs a command; its standard output is gathered, and each complete line is shown to `show` as it arrives. */
 function run(cmd, args, env, show = (line) => console.log(line)) {
@@ -143,10 +147,6 @@ const SDK = 'test/http/sdk-matrix.test.ts'
 /** A path as given, without a leading ./ or a trailing /. */
 const normal = (arg) => arg.replace(/^\.\//, '').replace(/\/+$/, '')
 const positional = extraArgs.filter((arg) => !arg.startsWith('-')).map(normal)
-if (positional.length < extraArgs.length) {
-  console.log('npm test takes test files and folders only: run one file with its own options as `node dist/test/<file>.test.js`')
-  process.exit(2)
-}
 /** Whether `path` is `dir` itself or lies under it. */
 const within = (path, dir) => path === dir || path.startsWith(`${dir}/`)
 /** The test files under a folder, at any depth, fixtures aside, in a stable order. */
