@@ -205,10 +205,13 @@ async function runFiles(work, jobs) {
       const why = res.killed ? ' (killed: it outlived its timeout)'
         : !c.found ? ` (exited ${res.code} before its summary)`
           : res.code !== 0 && c.failed === 0 ? ` (exited ${res.code})` : ''
-      const line = `${ok ? 'ok' : 'not ok'} ${++run.n} - ${file}${why}`
+      // A file that plans no test with a reason (`t.plan(0, why)`) is skipped as a whole.
+      const skipped = ok && /^1\.\.0 # (.+)$/m.exec(res.out)?.[1]
+      if (skipped) run.skip++
+      const line = `${ok ? 'ok' : 'not ok'} ${++run.n} - ${file}${why}${skipped ? ` # SKIP ${skipped}` : ''}`
       console.log(`# ${label}: ${line}`)
       const body = res.out.trimEnd().split('\n').map((l) => (l ? `    ${l}` : l)).join('\n')
-      run.parts.push(`# Subtest: ${file}\n${body}\n${line} # time=${res.ms}ms\n`)
+      run.parts.push(`# Subtest: ${file}\n${body}\n${line}${skipped ? '' : ` # time=${res.ms}ms`}\n`)
     }
   }
   await Promise.all(Array.from({ length: jobs }, worker))

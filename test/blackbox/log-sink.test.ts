@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import t, { type Test } from 'tap'
-import { freePort, sharedDatabase } from '../helpers.js'
+import { ENGINE, freePort, sharedDatabase } from '../helpers.js'
 import { entry, root, startArgs } from './service.js'
 
 /**
@@ -8,6 +8,9 @@ import { entry, root, startArgs } from './service.js'
  * sends what waited once the sink reads again, and still stops in time if the sink never does. (Stopping under load
  * and with writes in flight: shutdown.test.ts.)
  */
+
+// What is tested is the service's standard output, the same whichever database it runs on: once, on the SQLite leg.
+if (ENGINE === 'mysql') t.plan(0, 'the log sink is the same on either engine: tested on the SQLite leg')
 
 /**
  * The built service as npm start runs it, its standard output a pipe nobody reads (it fills after about 64 KiB),
