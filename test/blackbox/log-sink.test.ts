@@ -10,7 +10,7 @@ import { entry, root, startArgs } from './service.js'
  */
 
 // What is tested is the service's standard output, the same whichever database it runs on: once, on the SQLite leg.
-if (ENGINE === 'mysql') t.plan(0, 'the log sink is the same on either engine: tested on the SQLite leg')
+const skip = ENGINE === 'mysql' && 'the log sink is the same on either engine: tested on the SQLite leg'
 
 /**
  * The built service as npm start runs it, its standard output a pipe nobody reads (it fills after about 64 KiB),
@@ -47,7 +47,7 @@ async function stuckSink(t: Test, rounds = 60) {
   return { child, base, long, exited, stderr: () => stderr }
 }
 
-t.test('a log sink that stops reading never stops the service; dropped lines are counted', async (t) => {
+t.test('a log sink that stops reading never stops the service; dropped lines are counted', { skip }, async (t) => {
   const { child, base, long, exited, stderr } = await stuckSink(t)
   let out = ''
   child.stdout.on('data', (d: Buffer) => { out += d.toString() })
@@ -76,7 +76,7 @@ t.test('a log sink that stops reading never stops the service; dropped lines are
   t.notMatch(stderr(), /lost at shutdown/, 'nothing was given up on: the sink was reading')
 })
 
-t.test('lines a full pipe refused reach the sink once it reads again, with no later line to carry them', async (t) => {
+t.test('lines a full pipe refused reach the sink once it reads again, with no later line to carry them', { skip }, async (t) => {
   // 300 access lines, about 160 KB: past the pipe's 64 KiB, within what is kept waiting (nothing dropped).
   const { child, long } = await stuckSink(t, 6)
   let out = ''
@@ -90,7 +90,7 @@ t.test('lines a full pipe refused reach the sink once it reads again, with no la
   t.notMatch(out, /log lines dropped/, 'none was dropped')
 })
 
-t.test('a log sink stuck through the shutdown cannot hold it; what it did not take is said on standard error', async (t) => {
+t.test('a log sink stuck through the shutdown cannot hold it; what it did not take is said on standard error', { skip }, async (t) => {
   const { child, exited, stderr } = await stuckSink(t)
   const started = Date.now()
   child.kill('SIGTERM')
