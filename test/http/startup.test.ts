@@ -27,26 +27,27 @@ t.test('a start that cannot succeed says in one line which setting to change, wi
   await new Promise((r) => busy.once('listening', r))
   t.teardown(() => busy.close())
   const busyPort = String((busy.address() as net.AddressInfo).port)
-  // Each case runs on the leg of the engine its DATABASE_URL names: the same start on the other leg tests nothing more.
-  const sqliteCases: Array<[string, Record<string, string>, RegExp]> = [
+  // Once each: the cases that need a MySQL server on the MySQL leg, the others (which need none) on the SQLite leg,
+  // which every machine runs; the same start on the other leg tests nothing more.
+  const anywhere: Array<[string, Record<string, string>, RegExp]> = [
     ['a port in use', { DATABASE_URL: 'sqlite::memory:', PORT: busyPort }, new RegExp(`PORT=${busyPort} is in use`)],
     ['a metrics port in use', { DATABASE_URL: 'sqlite::memory:', PORT: '0', METRICS_PORT: busyPort }, new RegExp(`METRICS_PORT=${busyPort} is in use on 127\\.0\\.0\\.1: .*or to 0 to turn the metrics off`)],
     ['an address not of this machine', { DATABASE_URL: 'sqlite::memory:', HOST: '999.1.1.1', PORT: '0' }, /HOST=999\.1\.1\.1 is not an address/],
     ['a TRUST_PROXY that is not a list of addresses', { DATABASE_URL: 'sqlite::memory:', TRUST_PROXY: 'garbage' }, /TRUST_PROXY must be/],
     ['a boolean spelt otherwise', { DATABASE_URL: 'sqlite::memory:', SIGNUP_OPEN: 'maybe' }, /SIGNUP_OPEN must be true or false \(also 1\/0, yes\/no, on\/off\)/],
     ['an SMTP CA file that cannot be read', { DATABASE_URL: 'sqlite::memory:', SMTP_CA_FILE: '/nonexistent/ca.pem' }, /SMTP_CA_FILE=\/nonexistent\/ca\.pem cannot be read \(ENOENT\)/],
+    ['MySQL out of reach', { DATABASE_URL: 'mysql://root@127.0.0.1:1/roster' }, /DATABASE_URL: cannot reach MySQL at 127\.0\.0\.1:1/],
+    ['a MySQL URL without a database', { DATABASE_URL: 'mysql://root:secret@127.0.0.1:3306' }, /DATABASE_URL must name a database, .*\(got "mysql:\/\/root:\*\*\*@127\.0\.0\.1:3306"\)/],
     ['a URL of another database', { DATABASE_URL: 'postgres://x' }, /DATABASE_URL must be mysql:\/\/user:password@host:3306\/database, or sqlite: and a path/],
     ['a SQLite file under a file', { DATABASE_URL: 'sqlite:/etc/passwd/x.sqlite' }, /DATABASE_URL: cannot create the SQLite file \/etc\/passwd\/x\.sqlite \(ENOTDIR\)/],
     // Node's recursive mkdir never returns under /proc: this one hung without a word.
     ['a SQLite file under /proc', { DATABASE_URL: 'sqlite:/proc/nope/x.sqlite' }, /DATABASE_URL: cannot create the SQLite file \/proc\/nope\/x\.sqlite \(ENOENT/]
   ]
-  const mysqlCases: Array<[string, Record<string, string>, RegExp]> = [
-    ['MySQL out of reach', { DATABASE_URL: 'mysql://root@127.0.0.1:1/roster' }, /DATABASE_URL: cannot reach MySQL at 127\.0\.0\.1:1/],
-    ['a MySQL URL without a database', { DATABASE_URL: 'mysql://root:secret@127.0.0.1:3306' }, /DATABASE_URL must name a database, .*\(got "mysql:\/\/root:\*\*\*@127\.0\.0\.1:3306"\)/],
+  const needingMysql: Array<[string, Record<string, string>, RegExp]> = [
     ['a user the server refuses', { DATABASE_URL: `${MYSQL_URL.replace('//root@', '//nobody:bad@')}/x` }, /DATABASE_URL: the server refused the user or password/],
     ['a database that does not exist', { DATABASE_URL: `${MYSQL_URL}/roster_no_such_database` }, /DATABASE_URL names a database that does not exist/]
   ]
-  const cases = ENGINE === 'mysql' ? mysqlCases : sqliteCases
+  const cases = ENGINE === 'mysql' ? needingMysql : anywhere
   // Three at a time: all the starts at once on two cores took longer than a start may.
   const results: Array<{ code: number | null; out: string }> = []
   for (let i = 0; i < cases.length; i += 3) results.push(...await Promise.all(cases.slice(i, i + 3).map(([, env]) => run([entry], env))))
