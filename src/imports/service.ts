@@ -427,7 +427,7 @@ export class ImportsService {
   ): Promise<Outcome> {
     const before = await lockUserRow(trx, userId)
     // Such a user is gone for everyone but an admin, who may restore it; a provisioning file does not revive it.
-    if (before.deletion_scheduled_at !== null) return fail('CONFLICT', 'The user holding these addresses is scheduled for deletion: restore it first')
+    if (before.deletion_scheduled_at !== null) return fail('CONFLICT', 'The user this line names is scheduled for deletion: restore it first')
     const externalId = before.external_id
     if (incoming.externalId !== null && externalId !== null && externalId !== incoming.externalId) {
       return fail('CONFLICT', 'The user holding these addresses has another external_id')
